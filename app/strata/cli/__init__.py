@@ -1,0 +1,52 @@
+"""strata command line (Typer). A thin front over the core: every command lives in its own
+module under strata.cli and registers itself on `app`."""
+from __future__ import annotations
+
+import enum
+import os
+import sys
+
+import typer
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    ERROR = 1          # unexpected failure (bug); traceback with --debug
+    USAGE = 2          # bad command-line input
+    MODEL = 3          # model missing / malformed / mismatched
+    SESSION = 4        # session store or file problem
+    EDIT = 5           # edit refused (binary, too large, changed on disk)
+    IO = 6             # file system / read error
+    MISMATCH = 7       # replay --compare found different output
+    INTERRUPTED = 130  # Ctrl-C
+
+
+app = typer.Typer(
+    name="strata",
+    help="Local inference shell for large Mixture-of-Experts models.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("STRATA_DEBUG", "") not in ("", "0")
+
+
+def fail(message: str, code: ExitCode = ExitCode.ERROR) -> "typer.Exit":
+    """Print one line on stderr and return an Exit to raise: `raise fail("...", ExitCode.MODEL)`."""
+    print(f"strata: error: {message}", file=sys.stderr)
+    return typer.Exit(int(code))
+
+
+# Command modules register themselves on `app` when imported. One module per area, so that
+# no file must change for every command: run_cmd (drafting/decode), convert_cmd (packs),
+# shell_cmds (chat, edit, replay, sessions, info, bench, paths, version).
+from . import convert_cmd, run_cmd, shell_cmds  # noqa: E402,F401
+
+
+def main() -> None:
+    from .runner import run_app
+
+    run_app(app)

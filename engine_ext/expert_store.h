@@ -1,0 +1,46 @@
+// How the MoE layers reach expert weights. Everything-resident is one implementation; the
+// streaming cache (expert-major pack + slots + async IO) is another.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "telemetry.h"
+
+namespace strata {
+
+enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
+
+// A row-major weight matrix [rows x cols] in one of the supported storage types.
+struct MatView {
+    DType dtype = DType::F32;
+    const void* data = nullptr;
+    int rows = 0;
+    int cols = 0;
+};
+
+struct ExpertView {
+    MatView gate;  // [moe_inter x hidden]
+    MatView up;    // [moe_inter x hidden]
+    MatView down;  // [hidden x moe_inter]
+};
+
+class ExpertStore {
+public:
+    virtual ~ExpertStore() = default;
+    // Called once per MoE layer per window with the union of the experts any row selected
+    // (and, separately, the root row's). Blocks until all of them are usable; pins them until
+    // release_layer(). Fills `out` in the order of `experts`.
+    virtual void acquire_layer(int layer, const std::vector<int>& experts,
+                               const std::vector<int>& root_experts,
+                               std::vector<ExpertView>& out) = 0;
+    virtual void release_layer(int layer) = 0;
+    // Read-ahead hint: experts predicted for a later layer (low priority). Default: ignore.
+    virtual void prefetch(int /*layer*/, const std::vector<int>& /*experts*/) {}
+    virtual bool wants_prefetch() const { return false; }
+    // Whether an expert is resident and ready now (for cache-aware routing modes).
+    virtual bool is_ready(int /*layer*/, int /*expert*/) const { return true; }
+    // Adds this store's counters for the window that just ran, then clears them.
+    virtual void drain_telemetry(WindowTelemetry& /*t*/) {}
+};
+
+}  // namespace strata

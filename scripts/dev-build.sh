@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Fast incremental build of strata._engine for development, without reinstalling.
+#   scripts/dev-build.sh [NAME]      -> build/dev-NAME/_engine*.so  (NAME defaults to "main")
+# Then run with:  PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME python -m pytest tests/...
+# Separate NAMEs let several people build at once without stepping on each other.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${1:-main}
+dir=build/dev-$name
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+if [ ! -f "$dir/CMakeCache.txt" ]; then
+  cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
+fi
+cmake --build "$dir" -j2
+echo "built: $(ls "$dir"/_engine*.so)"
