@@ -1,0 +1,205 @@
+"""Chat session core: turns rendered with the model's chat template (in a Jinja sandbox),
+streamed through a TextGenerator, recorded in the session store, with a checkpoint after
+every turn so undo and retry restore engine state instead of prefilling again.
+
+Both fronts use it: the TUI iterates `send()` in a worker thread; `strata chat --no-input`
+iterates it directly.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from . import prompts
+from .errors import ModelError, SessionError
+from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
+from .store import CheckpointRing, SessionStore, TurnRecord, model_identity
+
+
+def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
+                template: str | None = None) -> str:
+    """Render messages with a chat template in a sandbox: a template comes from a model
+    folder, so it is untrusted code."""
+    from jinja2 import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise ModelError(f"chat template refused the conversation: {message}")
+
+    env = ImmutableSandboxedEnvironment(keep_trailing_newline=True)
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(template or prompts.CHAT_TEMPLATE).render(
+            messages=messages, add_generation_prompt=add_generation_prompt,
+            eos_token=prompts.IM_END, bos_token="")
+    except TemplateError as exc:
+        raise ModelError(f"chat template cannot be rendered: {exc}") from None
+
+
+def check_model(info_model: dict[str, Any], generator: TextGenerator, what: str) -> None:
+    """Refuse to continue a recording made by another model."""
+    want, have = str(info_model.get("id", "")), str(getattr(generator, "model_id", ""))
+    if want and have and want != have:
+        raise SessionError(
+            f"{what} was recorded with model {info_model.get('name', '?')} ({want}), but the loaded "
+            f"model is {getattr(generator, 'model_name', '?')} ({have}); pass the same --model")
+
+
+class ChatSession:
+    """A conversation. `store=None` keeps everything in memory (an unsaved session)."""
+
+    def __init__(self, generator: TextGenerator, settings: GenerationSettings | None = None, *,
+                 store: SessionStore | None = None, session_id: str | None = None,
+                 system: str | None = None, ring_size: int | None = None,
+                 title: str | None = None) -> None:
+        self.generator = generator
+        self.settings = settings or GenerationSettings()
+        self.store = store
+        self.system = system
+        self.template = getattr(generator, "chat_template", None) or prompts.CHAT_TEMPLATE
+        self.turns: list[TurnRecord] = []
+        self.last_windows: list[WindowStats] = []
+        self._context = ""          # the text committed to the engine so far
+        self.session_id: str | None = None
+        if store is not None and session_id is not None:
+            info = store.get_session(session_id)
+            if info.kind != "chat":
+                raise SessionError(f"session {info.id} is an {info.kind} session, not a chat")
+            check_model(info.model, generator, f"session {info.id}")
+            self.session_id = info.id
+            if settings is None:
+                self.settings = GenerationSettings.from_dict(info.settings)
+            self.turns = store.turns(info.id)
+            self.system = next((m["content"] for m in store.messages(info.id) if m["role"] == "system"), system)
+        elif store is not None:
+            self.session_id = store.create_session("chat", model_identity(generator), self.settings, title=title)
+            if system:
+                store.add_message(self.session_id, -1, "system", system)
+        self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
+        if self.turns:
+            self._rewind(len(self.turns) - 1)
+        else:
+            generator.reset()
+
+    # -- conversation text -------------------------------------------------------------------
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": self.system}] if self.system else []
+        for t in self.turns:
+            msgs.append({"role": "user", "content": t.input})
+            msgs.append({"role": "assistant", "content": t.output})
+        return msgs
+
+    def _context_after(self, n_turns: int) -> str:
+        """The text the engine holds after the first `n_turns` turns."""
+        if n_turns == 0:
+            return ""
+        msgs = [{"role": "system", "content": self.system}] if self.system else []
+        for t in self.turns[:n_turns - 1]:
+            msgs += [{"role": "user", "content": t.input}, {"role": "assistant", "content": t.output}]
+        last = self.turns[n_turns - 1]
+        msgs.append({"role": "user", "content": last.input})
+        text = render_chat(msgs, add_generation_prompt=True, template=self.template) + last.output
+        return text + (prompts.IM_END if last.stop_reason == "eos" else "")
+
+    def _prefill(self, text: str) -> None:
+        """Feed `text` without generating (max_new=0 is prefill-only in TextGenerator.stream)."""
+        if text:
+            for _ in self.generator.stream(self.generator.encode(text), GenerationSettings(max_new=0)):
+                pass
+
+    def _rewind(self, turn: int) -> None:
+        """Put the engine at the end of turn `turn` (-1: empty), from a checkpoint when the ring
+        still has one, else by prefilling the conversation again."""
+        self.ring.drop_after(turn)
+        self._context = self._context_after(turn + 1)
+        if turn < 0:
+            self.generator.reset()
+            return
+        cp = self.ring.find(turn=turn, label="turn")
+        if cp is not None:
+            try:
+                self.ring.restore(self.generator, cp)
+                return
+            except SessionError:
+                if self.store is None:
+                    raise
+                # a damaged checkpoint file is not fatal: the conversation text is enough
+        self.generator.reset()
+        self._prefill(self._context)
+        self.ring.push(turn, self.generator.pos, self.generator.snapshot())
+
+    # -- turns -------------------------------------------------------------------------------
+    def send(self, text: str, settings: GenerationSettings | None = None,
+             should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
+        """Stream the reply to `text`. The turn is recorded when the stream ends (also when the
+        consumer stops early: then with stop_reason "stopped")."""
+        settings = settings or self.settings
+        msgs = self.messages + [{"role": "user", "content": text}]
+        prompt = render_chat(msgs, add_generation_prompt=True, template=self.template)
+        if not prompt.startswith(self._context):
+            # the template rewrote earlier turns (some do): start over from the full text
+            self.generator.reset()
+            self._context = ""
+        ids = self.generator.encode(prompt[len(self._context):])
+        return self._run(text, prompt, ids, settings, should_stop)
+
+    def _run(self, text: str, prompt: str, ids: list[int], settings: GenerationSettings,
+             should_stop: Callable[[], bool] | None) -> Iterator[WindowEvent]:
+        pieces: list[str] = []
+        windows: list[WindowStats] = []
+        stop_reason = "stopped"
+        stream = self.generator.stream(ids, settings, should_stop)
+        try:
+            for ev in stream:
+                pieces.append(ev.text)
+                if ev.tokens:
+                    windows.append(ev.stats)
+                if ev.finished:
+                    stop_reason = ev.stop_reason or "eos"
+                yield ev
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # a consumer that stopped early must not leave a window open
+            self._finish(text, prompt, "".join(pieces), stop_reason, settings, windows)
+
+    def _finish(self, text: str, prompt: str, output: str, stop_reason: str,
+                settings: GenerationSettings, windows: list[WindowStats]) -> None:
+        index = len(self.turns)
+        turn = TurnRecord(index=index, input=text, output=output, stop_reason=stop_reason,
+                          settings=settings.to_dict())
+        self.turns.append(turn)
+        self.last_windows = windows
+        self._context = prompt + output + (prompts.IM_END if stop_reason == "eos" else "")
+        if self.store is not None and self.session_id is not None:
+            self.store.add_turn(self.session_id, turn)
+            self.store.add_message(self.session_id, index, "user", text)
+            self.store.add_message(self.session_id, index, "assistant", output)
+            self.store.add_windows(self.session_id, index, windows)
+        self.ring.push(index, self.generator.pos, self.generator.snapshot())
+
+    def undo(self) -> TurnRecord:
+        """Remove the last turn and put the engine back to the turn before it."""
+        if not self.turns:
+            raise SessionError("nothing to undo: the conversation is empty")
+        last = self.turns[-1]
+        keep = len(self.turns) - 1
+        self._rewind(keep - 1)
+        self.turns = self.turns[:keep]
+        self._context = self._context_after(keep)
+        if self.store is not None and self.session_id is not None:
+            self.store.truncate_turns(self.session_id, keep)
+        return last
+
+    def retry(self, settings: GenerationSettings | None = None,
+              should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
+        """Undo the last turn and send its input again (e.g. with other settings)."""
+        last = self.undo()
+        return self.send(last.input, settings, should_stop)
+
+    def save_state(self) -> None:
+        """Save the engine state with the session (a resumed session skips the prefill)."""
+        if self.store is None or self.session_id is None:
+            raise SessionError("this chat is not recorded in a session store")
+        self.store.save_state(self.session_id, len(self.turns) - 1, self.generator.pos,
+                              self.generator.snapshot(), self.generator.model_id)
