@@ -1,5 +1,135 @@
+// Bindings for expert streaming: the pack reader's CRC, StreamingExpertStore (an ExpertStore
+// that the engine takes through strata.model.build_engine(..., expert_store=...)), and the test
+// hooks that the stream tests drive directly.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "expert_cache.h"
+#include "window_model.h"
 
 namespace py = pybind11;
 
-void register_stream(py::module_& m) { (void)m; }
+namespace {
+
+strata::DType parse_dtype(const std::string& s) {
+    if (s == "bf16") return strata::DType::BF16;
+    if (s == "f32") return strata::DType::F32;
+    throw strata::ModelError("expert dtype '" + s + "' is not supported (bf16 or f32)");
+}
+
+py::array copy_mat(const strata::MatView& m) {
+    if (m.dtype == strata::DType::BF16) {
+        py::array_t<uint16_t> a({m.rows, m.cols});
+        std::memcpy(a.mutable_data(), m.data, size_t(m.rows) * m.cols * 2);
+        return std::move(a);
+    }
+    py::array_t<float> a({m.rows, m.cols});
+    std::memcpy(a.mutable_data(), m.data, size_t(m.rows) * m.cols * 4);
+    return std::move(a);
+}
+
+py::dict telemetry_dict(const strata::WindowTelemetry& t) {
+    py::dict d;
+    d["hits"] = t.hits;
+    d["cold_misses"] = t.cold_misses;
+    d["urgent_loads"] = t.urgent_loads;
+    d["prefetch_issued"] = t.prefetch_issued;
+    d["prefetch_used"] = t.prefetch_used;
+    d["prefetch_wasted"] = t.prefetch_wasted;
+    d["late_wait_us"] = t.late_wait_us;
+    d["bytes_read"] = t.bytes_read;
+    d["prefetched_bytes"] = t.prefetched_bytes;
+    d["extra_cold"] = t.extra_cold;
+    d["cache_slots_used"] = t.cache_slots_used;
+    d["cache_slots_total"] = t.cache_slots_total;
+    return d;
+}
+
+}  // namespace
+
+void register_stream(py::module_& m) {
+    using strata::StreamingExpertStore;
+    // The engine registers the ExpertStore base in register_model.cpp (which runs first); if a
+    // build has no engine bindings yet, register it here so the store still binds.
+    if (!py::detail::get_type_info(typeid(strata::ExpertStore)))
+        py::class_<strata::ExpertStore, std::shared_ptr<strata::ExpertStore>>(m, "ExpertStore");
+
+    m.def("crc32", [](py::buffer b, uint32_t crc) {
+        py::buffer_info info = b.request();
+        const size_t n = size_t(info.size) * size_t(info.itemsize);
+        py::gil_scoped_release nogil;
+        return strata::crc32(info.ptr, n, crc);
+    }, py::arg("data"), py::arg("crc") = 0, "CRC-32 (zlib polynomial) of a contiguous buffer.");
+
+    py::class_<StreamingExpertStore, strata::ExpertStore, std::shared_ptr<StreamingExpertStore>>(
+        m, "StreamingExpertStore")
+        .def(py::init([](const std::string& path, int64_t data_offset, int64_t stride, int64_t blob_bytes,
+                         int num_experts, int hidden, int inter, const std::string& dtype,
+                         std::vector<int> layers, py::array_t<uint32_t, py::array::c_style | py::array::forcecast> crcs,
+                         int64_t cache_bytes, const std::string& io_mode, const std::string& eviction,
+                         int io_threads, bool readahead, double lfu_half_life) {
+                 strata::PackGeometry g;
+                 g.path = path;
+                 g.data_offset = data_offset;
+                 g.stride = stride;
+                 g.blob_bytes = blob_bytes;
+                 g.num_experts = num_experts;
+                 g.hidden = hidden;
+                 g.inter = inter;
+                 g.dtype = parse_dtype(dtype);
+                 g.layers = std::move(layers);
+                 g.crcs.assign(crcs.data(), crcs.data() + crcs.size());
+                 strata::StreamOptions o;
+                 o.cache_bytes = cache_bytes;
+                 if (io_mode == "direct") o.io_mode = strata::IoMode::Direct;
+                 else if (io_mode == "page_cache") o.io_mode = strata::IoMode::PageCache;
+                 else throw py::value_error("io_mode must be 'direct' or 'page_cache', not '" + io_mode + "'");
+                 if (eviction == "lru") o.eviction = strata::Eviction::LRU;
+                 else if (eviction == "lfu") o.eviction = strata::Eviction::LFU;
+                 else throw py::value_error("eviction must be 'lru' or 'lfu', not '" + eviction + "'");
+                 o.io_threads = io_threads;
+                 o.readahead = readahead;
+                 o.lfu_half_life = lfu_half_life;
+                 return std::make_shared<StreamingExpertStore>(std::move(g), o);
+             }),
+             py::arg("path"), py::arg("data_offset"), py::arg("stride"), py::arg("blob_bytes"),
+             py::arg("num_experts"), py::arg("hidden"), py::arg("inter"), py::arg("dtype"),
+             py::arg("layers"), py::arg("crcs"), py::arg("cache_bytes"), py::arg("io_mode") = "direct",
+             py::arg("eviction") = "lru", py::arg("io_threads") = 4, py::arg("readahead") = false,
+             py::arg("lfu_half_life") = 32.0)
+        .def("acquire", [](StreamingExpertStore& s, int layer, std::vector<int> experts,
+                           std::vector<int> root) {
+            std::vector<strata::ExpertView> views;
+            {
+                py::gil_scoped_release nogil;
+                s.acquire_layer(layer, experts, root, views);
+            }
+            py::list out;
+            for (auto& v : views) out.append(py::make_tuple(copy_mat(v.gate), copy_mat(v.up), copy_mat(v.down)));
+            return out;
+        }, py::arg("layer"), py::arg("experts"), py::arg("root_experts") = std::vector<int>{},
+           "Pins and returns (gate, up, down) copies for each expert; bf16 comes back as uint16 bits.")
+        .def("release", &StreamingExpertStore::release_layer, py::arg("layer"),
+             py::call_guard<py::gil_scoped_release>())
+        .def("prefetch", &StreamingExpertStore::prefetch, py::arg("layer"), py::arg("experts"))
+        .def("is_ready", &StreamingExpertStore::is_ready, py::arg("layer"), py::arg("expert"))
+        .def("resident", &StreamingExpertStore::resident, py::arg("layer"))
+        .def("drain_telemetry", [](StreamingExpertStore& s) {
+            strata::WindowTelemetry t;
+            s.drain_telemetry(t);
+            return telemetry_dict(t);
+        })
+        .def("inject_read_error", &StreamingExpertStore::inject_read_error, py::arg("layer"),
+             py::arg("expert"), py::arg("times") = 1, "Test hook: fail the next reads of one expert with EIO.")
+        .def("stress", &StreamingExpertStore::stress, py::arg("threads"), py::arg("iterations"),
+             py::arg("max_union"), py::arg("seed") = 0, py::call_guard<py::gil_scoped_release>())
+        .def_property("readahead", &StreamingExpertStore::wants_prefetch, &StreamingExpertStore::set_readahead)
+        .def_property_readonly("slots", &StreamingExpertStore::slots)
+        .def_property_readonly("slots_used", &StreamingExpertStore::slots_used)
+        .def_property_readonly("overflow_high_water", &StreamingExpertStore::overflow_high_water)
+        .def_property_readonly("io_mode", &StreamingExpertStore::io_mode_name)
+        .def_property_readonly("stride", [](const StreamingExpertStore& s) { return s.geo().stride; });
+}

@@ -1,0 +1,599 @@
+"""strata packs: a Hugging Face MoE checkpoint rearranged for streaming.
+
+A pack is a folder:
+
+    strata-pack.json     small versioned header (layout, dtypes, source identity)
+    dense.safetensors    every tensor that stays resident (embeddings, mixers, routers, ...)
+    experts.bin          page 0..: a binary header + CRC32 table; then one 4 KiB-aligned blob
+                         per (MoE layer, expert) holding gate | up | down, so one read brings one
+                         expert
+    config.json, tokenizer files, chat template: copied from the source folder
+
+Conversion writes into a temporary sibling folder, fsyncs, and renames it into place, so a
+half-written pack never looks valid. Python reads metadata (JSON, safetensors headers, the
+checksum table); the C++ store reads the blobs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import tempfile
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .errors import ModelError, UsageError
+
+PACK_FORMAT = "strata-pack"
+PACK_VERSION = 1
+HEADER_NAME = "strata-pack.json"
+DENSE_NAME = "dense.safetensors"
+EXPERTS_NAME = "experts.bin"
+ALIGN = 4096
+EXPERTS_MAGIC = b"STRATAX1"
+# magic, version, pack_id(16), n_layers, n_experts, blob_bytes, stride, data_offset, table_crc
+_EXPERTS_HEAD = struct.Struct("<8sI16sIIQQQI")
+
+# safetensors dtype name -> (numpy dtype for raw views, bytes per element)
+_ST_DTYPES = {
+    "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (np.uint16, 2),
+    "F64": (np.float64, 8), "I64": (np.int64, 8), "I32": (np.int32, 4), "I16": (np.int16, 2),
+    "I8": (np.int8, 1), "U8": (np.uint8, 1), "BOOL": (np.uint8, 1),
+    "F8_E4M3": (np.uint8, 1), "F8_E5M2": (np.uint8, 1), "U16": (np.uint16, 2),
+    "U32": (np.uint32, 4), "U64": (np.uint64, 8),
+}
+_EXPERT_DTYPES = {"bf16": 2, "f32": 4}
+
+# `...layers.N.mlp.experts.E.gate_proj.weight` (per expert) or `...layers.N.mlp.experts.gate_up_proj`
+# (fused, [E, 2I, H]) / `...experts.down_proj` ([E, H, I]).
+_EXPERT_RE = re.compile(
+    r"^(?P<prefix>.*layers\.)(?P<layer>\d+)\.mlp\.experts\."
+    r"(?:(?P<expert>\d+)\.(?P<proj>gate_proj|up_proj|down_proj)\.weight"
+    r"|(?P<fused>gate_up_proj|gate_proj|up_proj|down_proj))$"
+)
+
+# Files never copied into a pack: weights (rewritten) and pickles (never loaded anywhere).
+_SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".msgpack", ".h5")
+
+
+# --------------------------------------------------------------------------- safetensors
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor in a safetensors file: where its bytes are and how to read them."""
+
+    name: str
+    path: str
+    offset: int          # absolute byte offset in `path`
+    nbytes: int
+    dtype: str           # safetensors name: "BF16", "F32", ...
+    shape: tuple[int, ...]
+
+
+def read_safetensors_header(path: str) -> dict[str, TensorInfo]:
+    """Parses a safetensors header (no tensor bytes are read). Raises ModelError on bad files."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise ModelError(f"{path}: not a safetensors file (shorter than 8 bytes)")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(size - 8, 100 << 20):
+                raise ModelError(f"{path}: safetensors header length {n} is out of range")
+            meta = json.loads(f.read(n))
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read safetensors header: {e.strerror or e}") from e
+    except ValueError as e:  # JSON and UTF-8 errors
+        raise ModelError(f"{path}: malformed safetensors header: {e}") from e
+    if not isinstance(meta, dict):
+        raise ModelError(f"{path}: malformed safetensors header (not an object)")
+    base = 8 + n
+    out: dict[str, TensorInfo] = {}
+    for name, t in meta.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (a, b) = t["dtype"], tuple(int(s) for s in t["shape"]), t["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"{path}: tensor {name!r}: malformed header entry") from e
+        if dtype not in _ST_DTYPES:
+            raise ModelError(f"{path}: tensor {name!r}: unknown dtype {dtype!r}")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if b - a != count * _ST_DTYPES[dtype][1] or a < 0 or base + b > size:
+            raise ModelError(f"{path}: tensor {name!r}: byte range [{a}, {b}) does not match "
+                             f"shape {list(shape)} {dtype} or lies past the end of the file")
+        out[name] = TensorInfo(name, path, base + a, b - a, dtype, shape)
+    return out
+
+
+def checkpoint_tensors(folder: str) -> dict[str, TensorInfo]:
+    """All tensors of a Hugging Face checkpoint folder (one or many *.safetensors shards)."""
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    if not files:
+        raise ModelError(f"{folder}: no *.safetensors files (pickled .bin checkpoints are not "
+                         "loaded; convert them to safetensors first)")
+    table: dict[str, TensorInfo] = {}
+    for fn in files:
+        for name, info in read_safetensors_header(os.path.join(folder, fn)).items():
+            if name in table:
+                raise ModelError(f"{folder}: tensor {name!r} appears in both "
+                                 f"{os.path.basename(table[name].path)} and {fn}")
+            table[name] = info
+    return table
+
+
+def _read_config(folder: str) -> dict:
+    path = os.path.join(folder, "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except FileNotFoundError:
+        raise ModelError(f"{folder}: no config.json (not a Hugging Face checkpoint folder)") from None
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{path}: cannot read: {e}") from e
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    return cfg
+
+
+def source_identity(config: dict, tensors: dict[str, TensorInfo]) -> str:
+    """A hash of the config and the tensor table (names, dtypes, shapes): same model, same id."""
+    h = hashlib.sha256()
+    h.update(json.dumps(config, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(f"\n{name}:{t.dtype}:{','.join(map(str, t.shape))}".encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- expert layout
+
+
+@dataclass
+class _ExpertLayer:
+    layer: int
+    # per expert: {"gate": (TensorInfo, index-or-None, row0, rows), "up": ..., "down": ...}
+    experts: dict[int, dict[str, tuple[TensorInfo, int | None, int, int]]] = field(default_factory=dict)
+
+
+@dataclass
+class ExpertLayout:
+    prefix: str
+    layers: list[_ExpertLayer]
+    num_experts: int
+    hidden: int
+    inter: int
+    source_dtypes: set[str]
+    tensor_names: set[str]
+
+    @property
+    def dtype(self) -> str:
+        return "bf16" if self.source_dtypes == {"BF16"} else "f32"
+
+    @property
+    def blob_bytes(self) -> int:
+        return 3 * self.hidden * self.inter * _EXPERT_DTYPES[self.dtype]
+
+    @property
+    def stride(self) -> int:
+        return -(-self.blob_bytes // ALIGN) * ALIGN
+
+
+def find_experts(tensors: dict[str, TensorInfo]) -> ExpertLayout:
+    """Finds the routed experts of the main decoder stack (the prefix with the most MoE layers)."""
+    by_prefix: dict[str, dict[int, dict]] = {}
+    for name, t in tensors.items():
+        m = _EXPERT_RE.match(name)
+        if m:
+            by_prefix.setdefault(m["prefix"], {}).setdefault(int(m["layer"]), {})[name] = (m, t)
+    if not by_prefix:
+        raise ModelError("no routed expert tensors found (expected names like "
+                         "'model.layers.0.mlp.experts.0.gate_proj.weight' or "
+                         "'model.layers.0.mlp.experts.gate_up_proj'); is this an MoE checkpoint?")
+    prefix = max(by_prefix, key=lambda p: (len(by_prefix[p]), p))
+    layers: list[_ExpertLayer] = []
+    num_experts = hidden = inter = None
+    dtypes: set[str] = set()
+    names: set[str] = set()
+    for li in sorted(by_prefix[prefix]):
+        el = _ExpertLayer(li)
+        for name, (m, t) in by_prefix[prefix][li].items():
+            names.add(name)
+            if t.dtype not in ("BF16", "F16", "F32"):
+                raise ModelError(f"tensor {name!r}: expert dtype {t.dtype} is not supported "
+                                 "(bf16, f16 or f32 expected)")
+            dtypes.add(t.dtype)
+            if m["expert"] is not None:
+                if len(t.shape) != 2:
+                    raise ModelError(f"tensor {name!r}: expected a 2-D matrix, got shape {list(t.shape)}")
+                e = int(m["expert"])
+                part = m["proj"].split("_")[0]
+                el.experts.setdefault(e, {})[part] = (t, None, 0, t.shape[0])
+            else:
+                if len(t.shape) != 3:
+                    raise ModelError(f"tensor {name!r}: expected [experts, rows, cols], got {list(t.shape)}")
+                fused = m["fused"]
+                for e in range(t.shape[0]):
+                    slot = el.experts.setdefault(e, {})
+                    if fused == "gate_up_proj":
+                        half = t.shape[1] // 2
+                        slot["gate"] = (t, e, 0, half)
+                        slot["up"] = (t, e, half, half)
+                    else:
+                        slot[fused.split("_")[0]] = (t, e, 0, t.shape[1])
+        # check every expert is complete and every layer agrees on the shapes
+        n = max(el.experts) + 1 if el.experts else 0
+        for e in range(n):
+            parts = el.experts.get(e, {})
+            missing = [p for p in ("gate", "up", "down") if p not in parts]
+            if missing:
+                raise ModelError(f"{prefix}{li}.mlp.experts: expert {e} has no {'/'.join(missing)} "
+                                 "weights (checkpoint incomplete?)")
+            g, u, d = parts["gate"], parts["up"], parts["down"]
+            gi, gh = g[3], g[0].shape[-1]
+            di, dh = d[0].shape[-1], d[3]
+            if (u[3], u[0].shape[-1]) != (gi, gh) or (dh, di) != (gh, gi):
+                raise ModelError(f"{prefix}{li}.mlp.experts: expert {e} has inconsistent shapes "
+                                 f"(gate {gi}x{gh}, up {u[3]}x{u[0].shape[-1]}, down {dh}x{di})")
+            if hidden is None:
+                num_experts, hidden, inter = n, gh, gi
+            elif (n, gh, gi) != (num_experts, hidden, inter):
+                raise ModelError(f"{prefix}{li}.mlp.experts: {n} experts of {gi}x{gh} differ from "
+                                 f"the first MoE layer's {num_experts} experts of {inter}x{hidden}")
+        layers.append(el)
+    return ExpertLayout(prefix, layers, num_experts or 0, hidden or 0, inter or 0, dtypes, names)
+
+
+def _part_source_bytes(part: tuple[TensorInfo, int | None, int, int]) -> int:
+    t, _idx, _row0, nrows = part
+    return nrows * t.shape[-1] * _ST_DTYPES[t.dtype][1]
+
+
+class _SourceReader:
+    """Reads tensor slices from source files through read-only memory maps."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, np.memmap] = {}
+
+    def raw(self, t: TensorInfo) -> np.ndarray:
+        mm = self._maps.get(t.path)
+        if mm is None:
+            mm = self._maps[t.path] = np.memmap(t.path, dtype=np.uint8, mode="r")
+        return mm[t.offset:t.offset + t.nbytes]
+
+    def rows(self, part: tuple[TensorInfo, int | None, int, int], out_dtype: str) -> bytes:
+        t, idx, row0, nrows = part
+        np_dt, es = _ST_DTYPES[t.dtype]
+        cols = t.shape[-1]
+        per_mat = t.shape[-2] * cols * es if idx is not None else 0
+        start = (idx or 0) * per_mat + row0 * cols * es
+        raw = self.raw(t)[start:start + nrows * cols * es]
+        if out_dtype == "bf16":
+            return raw.tobytes()
+        if t.dtype == "F32":
+            return raw.tobytes()
+        if t.dtype == "F16":
+            return raw.view(np.float16).astype(np.float32).tobytes()
+        # bf16 -> f32 is exact: the bf16 bits are the high half of the f32 bits
+        return (raw.view(np.uint16).astype(np.uint32) << 16).tobytes()
+
+    def close(self) -> None:
+        self._maps.clear()
+
+
+# --------------------------------------------------------------------------- convert
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_dense(path: str, tensors: list[TensorInfo], reader: _SourceReader,
+                 progress: Callable[[int], None]) -> None:
+    meta: dict = {"__metadata__": {"format": "pt", "written_by": "strata convert"}}
+    off = 0
+    for t in tensors:
+        meta[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [off, off + t.nbytes]}
+        off += t.nbytes
+    head = json.dumps(meta, separators=(",", ":")).encode()
+    head += b" " * (-(len(head) + 8) % 8)  # keep tensor data 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for t in tensors:
+            raw = reader.raw(t)
+            for a in range(0, t.nbytes, 64 << 20):
+                f.write(raw[a:a + (64 << 20)])
+            progress(t.nbytes)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_experts(path: str, lay: ExpertLayout, pack_id: bytes, reader: _SourceReader,
+                   progress: Callable[[int], None]) -> tuple[int, int]:
+    n_blobs = len(lay.layers) * lay.num_experts
+    table_bytes = 4 * n_blobs
+    data_offset = -(-(_EXPERTS_HEAD.size + table_bytes) // ALIGN) * ALIGN
+    crcs = np.zeros(n_blobs, dtype="<u4")
+    pad = b"\0" * (lay.stride - lay.blob_bytes)
+    with open(path, "wb") as f:
+        f.write(b"\0" * data_offset)
+        for li, el in enumerate(lay.layers):
+            for e in range(lay.num_experts):
+                parts = el.experts[e]
+                blob = b"".join(reader.rows(parts[p], lay.dtype) for p in ("gate", "up", "down"))
+                assert len(blob) == lay.blob_bytes
+                crcs[li * lay.num_experts + e] = zlib.crc32(blob)
+                f.write(blob)
+                f.write(pad)
+                progress(sum(_part_source_bytes(parts[p]) for p in ("gate", "up", "down")))
+        table = crcs.tobytes()
+        table_crc = zlib.crc32(table)
+        f.seek(0)
+        f.write(_EXPERTS_HEAD.pack(EXPERTS_MAGIC, PACK_VERSION, pack_id, len(lay.layers),
+                                   lay.num_experts, lay.blob_bytes, lay.stride, data_offset, table_crc))
+        f.write(table)
+        f.flush()
+        os.fsync(f.fileno())
+    return data_offset, table_crc
+
+
+def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None = None,
+            force: bool = False) -> dict:
+    """Converts a Hugging Face checkpoint folder into a strata pack at `dst`. Returns the header.
+
+    Atomic: the pack is assembled in a temporary sibling folder and renamed into place.
+    """
+    src = os.path.abspath(src)
+    dst = os.path.abspath(dst.rstrip("/") or dst)
+    if not os.path.isdir(src):
+        raise ModelError(f"{src}: not a folder")
+    if is_pack(src):
+        raise ModelError(f"{src}: is already a strata pack")
+    if os.path.exists(dst) and not force:
+        raise UsageError(f"{dst}: already exists (use --force to replace it)")
+    config = _read_config(src)
+    tensors = checkpoint_tensors(src)
+    lay = find_experts(tensors)
+    dense = [tensors[n] for n in sorted(tensors) if n not in lay.tensor_names]
+    total = sum(t.nbytes for t in tensors.values())
+    done = 0
+
+    def step(n: float) -> None:
+        nonlocal done
+        done += int(n)
+        if progress:
+            progress(min(done, total), total)
+
+    parent = os.path.dirname(dst) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.partial-", dir=parent)
+    reader = _SourceReader()
+    try:
+        pack_id = uuid.uuid4().bytes
+        for fn in sorted(os.listdir(src)):
+            p = os.path.join(src, fn)
+            if os.path.isfile(p) and not fn.endswith(_SKIP_SUFFIXES) and fn != "model.safetensors.index.json":
+                shutil.copyfile(p, os.path.join(tmp, fn))
+                _fsync_path(os.path.join(tmp, fn))
+        _write_dense(os.path.join(tmp, DENSE_NAME), dense, reader, step)
+        data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), lay, pack_id, reader, step)
+        header = {
+            "format": PACK_FORMAT,
+            "version": PACK_VERSION,
+            "pack_id": pack_id.hex(),
+            "source": {
+                "path": src,
+                "source_id": source_identity(config, tensors),
+                "model_type": config.get("model_type"),
+                "architectures": config.get("architectures"),
+            },
+            "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(os.path.join(tmp, DENSE_NAME)),
+                      "tensors": len(dense)},
+            "experts": {
+                "file": EXPERTS_NAME,
+                "bytes": os.path.getsize(os.path.join(tmp, EXPERTS_NAME)),
+                "checksum": "crc32",
+                "table_crc32": table_crc,
+                "alignment": ALIGN,
+                "data_offset": data_offset,
+                "stride": lay.stride,
+                "blob_bytes": lay.blob_bytes,
+                "dtype": lay.dtype,
+                "source_dtypes": sorted(lay.source_dtypes),
+                "num_layers": len(lay.layers),
+                "num_experts": lay.num_experts,
+                "hidden_size": lay.hidden,
+                "moe_intermediate_size": lay.inter,
+                "tensor_prefix": lay.prefix,
+                "layers": [el.layer for el in lay.layers],
+                "layout": "gate[inter,hidden] | up[inter,hidden] | down[hidden,inter], row-major",
+            },
+        }
+        hp = os.path.join(tmp, HEADER_NAME)
+        with open(hp, "w", encoding="utf-8") as f:
+            json.dump(header, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp made it private
+        _fsync_path(tmp)
+        if os.path.exists(dst):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.old-", dir=parent)
+            os.rename(dst, os.path.join(old, "pack"))
+            os.rename(tmp, dst)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, dst)
+        _fsync_path(parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        reader.close()
+    return header
+
+
+# --------------------------------------------------------------------------- reading a pack
+
+
+def is_pack(path) -> bool:
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, HEADER_NAME))
+
+
+@dataclass
+class PackInfo:
+    path: str
+    header: dict
+    experts_path: str
+    dense_path: str
+    crcs: np.ndarray            # uint32 [num_layers * num_experts]
+
+    @property
+    def ex(self) -> dict:
+        return self.header["experts"]
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes of all experts as they sit in the cache (one slot per blob, stride each)."""
+        return self.ex["num_layers"] * self.ex["num_experts"] * self.ex["stride"]
+
+
+def read_pack(path: str) -> PackInfo:
+    """Reads and validates a pack's header, file sizes and checksum table."""
+    path = os.path.abspath(path)
+    hp = os.path.join(path, HEADER_NAME)
+    try:
+        with open(hp, encoding="utf-8") as f:
+            header = json.load(f)
+    except FileNotFoundError:
+        raise ModelError(f"{path}: not a strata pack (no {HEADER_NAME})") from None
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{hp}: unreadable pack header: {e}") from e
+    if not isinstance(header, dict) or header.get("format") != PACK_FORMAT:
+        raise ModelError(f"{hp}: not a strata pack header")
+    if header.get("version") != PACK_VERSION:
+        raise ModelError(f"{hp}: pack version {header.get('version')!r} is not supported "
+                         f"(this strata reads version {PACK_VERSION}; re-run strata convert)")
+    try:
+        ex = header["experts"]
+        keys = ("num_layers", "num_experts", "blob_bytes", "stride", "data_offset", "hidden_size",
+                "moe_intermediate_size", "table_crc32")
+        geo = {k: int(ex[k]) for k in keys}
+        dtype = ex["dtype"]
+        layers = [int(x) for x in ex["layers"]]
+        pack_id = bytes.fromhex(header["pack_id"])
+        dense_file = header["dense"]["file"]
+        experts_file = ex["file"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{hp}: pack header is missing or has a bad field ({e})") from e
+    if dtype not in _EXPERT_DTYPES or len(layers) != geo["num_layers"] or \
+            geo["blob_bytes"] != 3 * geo["hidden_size"] * geo["moe_intermediate_size"] * _EXPERT_DTYPES[dtype] or \
+            geo["stride"] % ALIGN or geo["stride"] < geo["blob_bytes"] or geo["data_offset"] % ALIGN:
+        raise ModelError(f"{hp}: inconsistent expert geometry in the pack header")
+    for fn in (dense_file, experts_file):
+        if os.sep in fn or fn.startswith("."):
+            raise ModelError(f"{hp}: bad file name {fn!r}")
+    ep = os.path.join(path, experts_file)
+    dp = os.path.join(path, dense_file)
+    n_blobs = geo["num_layers"] * geo["num_experts"]
+    want = geo["data_offset"] + n_blobs * geo["stride"]
+    for p, need, what in ((ep, want, "expert"), (dp, int(header["dense"].get("bytes", 0)), "dense")):
+        try:
+            have = os.path.getsize(p)
+        except OSError as e:
+            raise ModelError(f"{p}: {what} file of the pack is missing ({e.strerror})") from e
+        if have < need:
+            # name the first blob that is cut off, so the message says what is lost
+            if what == "expert":
+                first = max(0, (have - geo["data_offset"]) // geo["stride"])
+                li, e = divmod(first, geo["num_experts"])
+                raise ModelError(f"{p}: truncated at {have} of {want} bytes: layer {layers[min(li, len(layers) - 1)]} "
+                                 f"expert {e} onwards is missing (re-run strata convert)")
+            raise ModelError(f"{p}: truncated at {have} of {need} bytes (re-run strata convert)")
+    with open(ep, "rb") as f:
+        head = f.read(geo["data_offset"])
+    try:
+        magic, ver, pid, nl, ne, bb, st, do, tcrc = _EXPERTS_HEAD.unpack_from(head, 0)
+    except struct.error:
+        raise ModelError(f"{ep}: expert file header is cut off") from None
+    if magic != EXPERTS_MAGIC:
+        raise ModelError(f"{ep}: not a strata expert file (bad magic)")
+    if pid != pack_id:
+        raise ModelError(f"{ep}: expert file belongs to a different pack/model "
+                         f"(pack id {pid.hex()[:12]}, header says {pack_id.hex()[:12]})")
+    if (nl, ne, bb, st, do, tcrc) != (geo["num_layers"], geo["num_experts"], geo["blob_bytes"],
+                                       geo["stride"], geo["data_offset"], geo["table_crc32"]):
+        raise ModelError(f"{ep}: expert file geometry does not match {HEADER_NAME}")
+    table = head[_EXPERTS_HEAD.size:_EXPERTS_HEAD.size + 4 * n_blobs]
+    if zlib.crc32(table) != tcrc:
+        raise ModelError(f"{ep}: checksum table is corrupt (re-run strata convert)")
+    crcs = np.frombuffer(table, dtype="<u4").astype(np.uint32)
+    return PackInfo(path, header, ep, dp, crcs)
+
+
+def pack_tensor_table(info: PackInfo) -> list[tuple[str, str, int, str, tuple[int, ...]]]:
+    """The dense tensor table (name, file path, byte offset, dtype, shape) for build_engine."""
+    tensors = read_safetensors_header(info.dense_path)
+    return [(t.name, t.path, t.offset, t.dtype, t.shape) for t in tensors.values()]
+
+
+# --------------------------------------------------------------------------- cache size
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000 ** 2,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1000 ** 3, "gib": 1 << 30, "t": 1 << 40,
+          "tb": 1000 ** 4, "tib": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*|%)\s*$")
+
+
+def parse_cache_size(text, expert_bytes: int) -> int:
+    """Parses `--expert-cache`: bytes ("123456789"), a size ("512MiB", "8GiB", "1.5G"), a fraction
+    of the expert bytes ("0.25", "25%") or "all". Returns bytes (capped at expert_bytes)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = repr(text)
+    s = str(text).strip()
+    hint = "use bytes, a size like 512MiB or 8GiB, a fraction like 0.25, or 'all'"
+    if s.lower() in ("all", "full", "100%"):
+        return int(expert_bytes)
+    m = _SIZE_RE.match(s)
+    if not m or m[2].lower() not in _UNITS and m[2] != "%":
+        raise UsageError(f"--expert-cache: cannot parse {s!r} ({hint})")
+    num, unit = float(m[1]), m[2].lower()
+    if unit == "%":
+        frac = num / 100.0
+    elif unit == "" and num <= 1.0:
+        frac = num
+    else:
+        if unit == "" and not m[1].isdigit():
+            raise UsageError(f"--expert-cache: {s!r} is neither a whole number of bytes nor a "
+                             f"fraction <= 1 ({hint})")
+        size = int(num * _UNITS[unit])
+        if size <= 0:
+            raise UsageError(f"--expert-cache: {s!r} must be more than 0 bytes")
+        return min(size, int(expert_bytes))
+    if not 0.0 < frac <= 1.0:
+        raise UsageError(f"--expert-cache: fraction {s!r} must be in (0, 1]")
+    return max(1, int(frac * expert_bytes))
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
