@@ -28,13 +28,18 @@ from typing import Any
 from textual.app import App
 
 from ..protocol import GenerationSettings, TextGenerator
+from .keymap import APP_KEYS, bindings
+from .messages import StatusNote
+from .telemetry import TelemetryLog
 
 MODES = ("chat", "edit", "replay")
+PANEL_HZ = 10.0
 
 
 class StrataApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "strata"
+    BINDINGS = bindings(APP_KEYS)
 
     def __init__(
         self,
@@ -63,5 +68,55 @@ class StrataApp(App):
         self.replay = replay
         if keymap:
             self.set_keymap(keymap)
-        if title:
-            self.title = title
+        self.title = title or f"strata {mode}"
+        self.sub_title = getattr(generator, "model_name", "")
+        # the panels' model: every window heard of, live or replayed
+        self.telemetry = TelemetryLog(n_layers=getattr(generator, "n_layers", 0) or 0,
+                                      n_experts=getattr(generator, "n_experts", 0) or 0)
+        self._painted_version = -1
+        self.notes: list[str] = []
+
+    def on_mount(self) -> None:
+        self.set_interval(1.0 / PANEL_HZ, self.repaint_panels, name="panels")
+        self.push_screen(self._mode_screen())
+
+    def _mode_screen(self):
+        if self.mode == "edit":
+            from .screens.edit import EditScreen
+            return EditScreen()
+        if self.mode == "replay":
+            from .screens.replay import ReplayScreen
+            return ReplayScreen()
+        from .screens.chat import ChatScreen
+        return ChatScreen()
+
+    # -- panels ----------------------------------------------------------------------------
+    def repaint_panels(self, force: bool = False) -> None:
+        """Repaint the telemetry panels of the current screen if new windows arrived (the
+        ~10 Hz timer calls this; tests call it with force=True instead of waiting)."""
+        if not force and self.telemetry.version == self._painted_version:
+            return
+        self._painted_version = self.telemetry.version
+        from .screens.base import PanelsColumn
+        for column in self.screen.query(PanelsColumn):
+            column.refresh_from_log()
+
+    def action_toggle_heatmap_numbers(self) -> None:
+        from .widgets.heatmap import ExpertHeatmap
+        for heatmap in self.screen.query(ExpertHeatmap):
+            heatmap.numeric = not heatmap.numeric
+
+    def action_toggle_panels(self) -> None:
+        from .screens.base import PanelsColumn
+        for column in self.screen.query(PanelsColumn):
+            column.display = not column.display
+
+    def action_show_help(self) -> None:
+        from .screens.help import HelpScreen
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def on_status_note(self, message: StatusNote) -> None:
+        self.notes.append(message.text)
+        self.notify(message.text, severity="error" if message.error else "information",
+                    timeout=6 if message.error else 3)

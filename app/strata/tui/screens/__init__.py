@@ -1,0 +1,1 @@
+"""Screens: chat, edit (live diff + review), replay, help."""

@@ -1,0 +1,95 @@
+"""What every engine-driving screen shares: one exclusive thread worker that iterates a stream
+of WindowEvents, sends their text to a sink through `call_from_thread`, and posts telemetry as
+replaceable messages; plus the telemetry panels column."""
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Callable, Iterator
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+
+from ...protocol import WindowEvent, WindowStats
+from ..messages import GenerationFinished, TelemetryUpdate
+from ..widgets.heatmap import ExpertHeatmap
+from ..widgets.panels import AcceptancePanel, ColdMissPanel
+
+EventSource = Callable[[Callable[[], bool]], Iterator[WindowEvent]]
+_run_ids = itertools.count(1)
+
+
+class PanelsColumn(VerticalScroll):
+    """Acceptance, expert heatmap and cold-miss counters over the app's TelemetryLog."""
+
+    def __init__(self, log, *, id: str = "panels") -> None:
+        super().__init__(id=id)
+        self.tlog = log
+
+    def compose(self) -> ComposeResult:
+        acceptance = AcceptancePanel(self.tlog, id="acceptance", classes="panel")
+        acceptance.border_title = "drafting"
+        yield acceptance
+        heatmap = ExpertHeatmap(self.tlog, id="heatmap", classes="panel")
+        heatmap.border_title = "experts (layers x experts)"
+        yield heatmap
+        counters = ColdMissPanel(self.tlog, id="counters", classes="panel")
+        counters.border_title = "expert cache"
+        yield counters
+
+    def refresh_from_log(self) -> None:
+        for panel in self.query(".panel"):
+            panel.refresh_from_log()  # type: ignore[attr-defined]
+
+
+class EngineScreen(Screen):
+    """A screen that runs generations. Subclasses call `start_run(source, sink)` and handle
+    `GenerationFinished` (their `on_generation_finished`)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.run_id = 0
+        self._stop = threading.Event()
+        self._seen = 0
+
+    @property
+    def busy(self) -> bool:
+        return any(w.group == "engine" and w.is_running for w in self.workers)
+
+    def start_run(self, source: EventSource, sink: Callable[[str], None]) -> int:
+        self.run_id = next(_run_ids)
+        self._seen = 0
+        self._stop.clear()
+        self._generate(self.run_id, source, sink)
+        return self.run_id
+
+    def action_stop(self) -> None:
+        self._stop.set()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    def _generate(self, run_id: int, source: EventSource, sink: Callable[[str], None]) -> None:
+        windows: list[WindowStats] = []
+        parts: list[str] = []
+        stop_reason = None
+        try:
+            for event in source(self._stop.is_set):
+                if event.text:
+                    parts.append(event.text)
+                    self.app.call_from_thread(sink, event.text)
+                if event.stats.T:  # the closing event of a stopped run carries no window
+                    windows.append(event.stats)
+                    self.post_message(TelemetryUpdate(run_id, windows, len(windows)))
+                if event.finished:
+                    stop_reason = event.stop_reason
+        except Exception as exc:  # noqa: BLE001 - reported on screen, never on fd 2
+            self.post_message(GenerationFinished(run_id, "".join(parts), stop_reason, exc))
+            return
+        self.post_message(GenerationFinished(run_id, "".join(parts), stop_reason))
+
+    def on_telemetry_update(self, message: TelemetryUpdate) -> None:
+        if message.run_id != self.run_id:
+            return
+        self.app.telemetry.extend(message.windows[self._seen:message.count])  # type: ignore[attr-defined]
+        self._seen = message.count

@@ -1,0 +1,202 @@
+"""Chat: transcript, prompt, settings strip and the telemetry panels.
+
+The conversation itself (templates, turns, checkpoints, undo/retry, storage) is
+`strata.chat.ChatSession`; this screen drives it from engine workers and shows the result."""
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Footer, Header, Input, Static
+
+from ...chat import ChatSession
+from ...errors import StrataError
+from ..keymap import CHAT_KEYS, bindings
+from ..messages import GenerationFinished, SettingsChanged, StatusNote
+from ..widgets.settings_strip import SettingsStrip
+from ..widgets.transcript import Transcript
+from .base import EngineScreen, PanelsColumn
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, StrataError):
+        return str(exc)
+    return f"{exc.__class__.__name__}: {exc}"
+
+
+class ChatReady(Message):
+    """The ChatSession is open (turns loaded, engine positioned) or could not be opened."""
+
+    def __init__(self, chat: ChatSession | None, error: BaseException | None = None) -> None:
+        super().__init__()
+        self.chat = chat
+        self.error = error
+
+
+class TurnsChanged(Message):
+    """Undo (or a failed operation) changed the turn list: redraw the transcript from it."""
+
+    def __init__(self, note: str | None = None, error: bool = False) -> None:
+        super().__init__()
+        self.note = note
+        self.error = error
+
+
+class ChatScreen(EngineScreen):
+    CSS_PATH = "chat.tcss"
+    BINDINGS = bindings(CHAT_KEYS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chat: ChatSession | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield Transcript(id="transcript")
+                yield Input(placeholder="Message (Enter to send)", id="prompt",
+                            tooltip="Type a message and press Enter")
+                yield SettingsStrip(self.app.settings, id="settings")  # type: ignore[attr-defined]
+            yield PanelsColumn(self.app.telemetry)  # type: ignore[attr-defined]
+        yield Static("opening session\u2026", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#prompt", Input).focus()
+        self._open()
+
+    # -- engine work (threads) -----------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    def _open(self) -> None:
+        app = self.app
+        try:
+            chat = ChatSession(app.generator, app.settings, store=app.store,  # type: ignore[attr-defined]
+                               session_id=app.session_id)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - shown on screen
+            self.post_message(ChatReady(None, exc))
+            return
+        self.post_message(ChatReady(chat))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    def _undo(self) -> None:
+        try:
+            undone = self.chat.undo()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(TurnsChanged(describe_error(exc), error=True))
+            return
+        self.post_message(TurnsChanged(f"undid turn {undone.index + 1}; engine back at position "
+                                       f"{self.app.generator.pos}"))  # type: ignore[attr-defined]
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    def _save(self) -> None:
+        try:
+            self.chat.save_state()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(StatusNote(describe_error(exc), error=True))
+            return
+        self.post_message(StatusNote(f"session {self.chat.session_id} saved "  # type: ignore[union-attr]
+                                     f"({len(self.chat.turns)} turns, engine state)"))  # type: ignore[union-attr]
+
+    # -- UI thread ------------------------------------------------------------------------
+    def on_chat_ready(self, message: ChatReady) -> None:
+        if message.chat is None:
+            self._status(f"error: {describe_error(message.error)}", error=True)  # type: ignore[arg-type]
+            self.post_message(StatusNote(describe_error(message.error), error=True))  # type: ignore[arg-type]
+            return
+        self.chat = message.chat
+        self.app.session_id = message.chat.session_id  # type: ignore[attr-defined]
+        if self.app.settings != message.chat.settings:  # type: ignore[attr-defined]
+            self.app.settings = message.chat.settings  # type: ignore[attr-defined]
+            self.query_one(SettingsStrip).set_settings(message.chat.settings)
+        self._redraw_turns()
+        where = f"session {self.chat.session_id}" if self.chat.session_id else "unsaved session"
+        self._status(f"{where} \u00b7 {len(self.chat.turns)} turns \u00b7 position "
+                     f"{self.app.generator.pos}")  # type: ignore[attr-defined]
+
+    def _redraw_turns(self) -> None:
+        transcript = self.query_one(Transcript)
+        transcript.clear_messages()
+        for turn in self.chat.turns if self.chat else []:
+            transcript.add_message("user", turn.input)
+            transcript.add_message("assistant", turn.output)
+
+    def _status(self, text: str, error: bool = False) -> None:
+        status = self.query_one("#status", Static)
+        status.update(text)
+        status.set_class(error, "-error")
+
+    @on(Input.Submitted, "#prompt")
+    def send(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.chat is None or self.busy:
+            self.notify("wait for the current generation (Esc stops it)", severity="warning")
+            return
+        event.input.value = ""
+        transcript = self.query_one(Transcript)
+        transcript.add_message("user", text)
+        transcript.add_message("assistant")
+        chat, settings = self.chat, self.app.settings  # type: ignore[attr-defined]
+        self._status("generating\u2026 (Esc stops)")
+        self.start_run(lambda stop: chat.send(text, settings, stop), transcript.append_text)
+
+    def action_retry_turn(self) -> None:
+        if self.chat is None or self.busy:
+            return
+        if not self.chat.turns:
+            self.notify("nothing to retry yet", severity="warning")
+            return
+        transcript = self.query_one(Transcript)
+        blocks = transcript.messages()
+        if blocks and blocks[-1][0] == "assistant":
+            transcript.query("MessageBlock").last().remove()
+        transcript.add_message("assistant")
+        chat, settings = self.chat, self.app.settings  # type: ignore[attr-defined]
+        self._status("retrying from the checkpoint before the last turn\u2026")
+        self.start_run(lambda stop: chat.retry(settings, stop), transcript.append_text)
+
+    def action_undo_turn(self) -> None:
+        if self.chat is None or self.busy:
+            return
+        self._undo()
+
+    def action_save_session(self) -> None:
+        if self.chat is None or self.busy:
+            return
+        self._save()
+
+    def action_focus_settings(self) -> None:
+        self.query_one("#drafting").focus()
+
+    def on_turns_changed(self, message: TurnsChanged) -> None:
+        self._redraw_turns()
+        if message.note:
+            self._status(message.note, error=message.error)
+            self.post_message(StatusNote(message.note, error=message.error))
+
+    def on_generation_finished(self, message: GenerationFinished) -> None:
+        if message.run_id != self.run_id:
+            return
+        if message.error is not None:
+            text = describe_error(message.error)
+            self._status(f"error: {text}", error=True)
+            self.post_message(StatusNote(text, error=True))
+            return
+        s = self.app.telemetry.summary()  # type: ignore[attr-defined]
+        self._status(f"{message.stop_reason or 'done'} \u00b7 {len(self.chat.turns)} turns "  # type: ignore[union-attr]
+                     f"\u00b7 {s.tokens_per_s:.1f} tok/s \u00b7 acceptance {s.acceptance:.0%}")
+        self.query_one("#prompt", Input).focus()
+
+    def on_settings_changed(self, message: SettingsChanged) -> None:
+        self.app.settings = message.settings  # type: ignore[attr-defined]
+        if self.chat is not None:
+            self.chat.settings = message.settings
+        self._status("settings apply from the next message: " + _settings_line(message.settings))
+
+
+def _settings_line(s) -> str:
+    draft = "off" if s.draft == "none" else f"on (max {s.max_draft if s.max_draft is not None else 'auto'})"
+    return f"drafting {draft}, temperature {s.temperature:g}, seed {s.seed}"

@@ -1,0 +1,221 @@
+"""What the live panels show, computed from `WindowStats` only (no textual here).
+
+`TelemetryLog` is the panels' model: the app appends every window it hears about (live or
+replayed, through the same message) and the panels read aggregates from it when their
+repaint timer fires. Keeping the arithmetic here keeps the widgets small and lets the tests
+check the numbers without a terminal.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..protocol import WindowStats
+
+# Counters the cold-miss panel shows, in display order: (label, WindowStats field).
+IO_COUNTERS = (
+    ("hits", "hits"),
+    ("cold misses", "cold_misses"),
+    ("urgent loads", "urgent_loads"),
+    ("prefetch used", "prefetch_used"),
+    ("prefetch wasted", "prefetch_wasted"),
+    ("late waits ms", "late_wait_us"),
+    ("bytes read", "bytes_read"),
+)
+
+
+def ratio(num: float, den: float) -> float:
+    """num/den, 0.0 when there is nothing to divide by."""
+    return num / den if den else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
+    """Summarise `values` into at most `buckets` contiguous buckets by their mean (rates must be
+    averaged, a max would make a bad run look good)."""
+    if buckets <= 0 or not values:
+        return []
+    if len(values) <= buckets:
+        return [float(v) for v in values]
+    out = []
+    for b in range(buckets):
+        lo = b * len(values) // buckets
+        hi = (b + 1) * len(values) // buckets
+        chunk = values[lo:hi]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+@dataclass
+class WindowSummary:
+    """Aggregates of a run of windows (the same numbers `strata run --json` reports)."""
+
+    windows: int = 0
+    tokens: int = 0                 # emitted (accepted) tokens
+    n_drafted: int = 0
+    n_accept: int = 0
+    acceptance: float = 0.0         # n_accept / n_drafted
+    mean_keep: float = 0.0          # committed rows per window
+    tokens_per_s: float = 0.0       # emitted tokens / (decode time + prefill)
+    p50_ms: float = 0.0             # window latency
+    p95_ms: float = 0.0
+    t_hist: dict[int, int] = field(default_factory=dict)
+
+
+def summarize_windows(stats: Sequence[WindowStats], prefill_s: float = 0.0) -> WindowSummary:
+    if not stats:
+        return WindowSummary()
+    tokens = sum(s.emitted for s in stats)
+    drafted = sum(s.n_drafted for s in stats)
+    accepted = sum(s.n_accept for s in stats)
+    seconds = sum(s.window_us for s in stats) / 1e6 + prefill_s
+    lat_ms = [s.window_us / 1e3 for s in stats]
+    return WindowSummary(
+        windows=len(stats),
+        tokens=tokens,
+        n_drafted=drafted,
+        n_accept=accepted,
+        acceptance=ratio(accepted, drafted),
+        mean_keep=ratio(sum(s.keep for s in stats), len(stats)),
+        tokens_per_s=ratio(tokens, seconds),
+        p50_ms=percentile(lat_ms, 50),
+        p95_ms=percentile(lat_ms, 95),
+        t_hist=dict(sorted(Counter(s.T for s in stats).items())),
+    )
+
+
+class ExpertHeat:
+    """Layers x experts, each cell an exponentially decayed count of recent selections.
+
+    A cell is marked cold when its expert was selected in the latest window that reported cold
+    misses and had not been used for a long time before (heat under `cold_threshold`): with an
+    LRU-like resident cache those are the experts that had to come from disk. The engine
+    reports miss counts, not which expert missed, so the mark is that estimate."""
+
+    def __init__(self, n_layers: int = 0, n_experts: int = 0, decay: float = 0.85,
+                 cold_threshold: float = 0.05) -> None:
+        self.decay = decay
+        self.cold_threshold = cold_threshold
+        self.heat = np.zeros((n_layers, n_experts), dtype=np.float64)
+        self.cold: set[tuple[int, int]] = set()
+        self.last_union: list[int] = []
+
+    @property
+    def n_layers(self) -> int:
+        return self.heat.shape[0]
+
+    @property
+    def n_experts(self) -> int:
+        return self.heat.shape[1]
+
+    def _grow(self, n_layers: int, n_experts: int) -> None:
+        if n_layers > self.n_layers or n_experts > self.n_experts:
+            grown = np.zeros((max(n_layers, self.n_layers), max(n_experts, self.n_experts)))
+            grown[: self.n_layers, : self.n_experts] = self.heat
+            self.heat = grown
+
+    def add(self, stats: WindowStats) -> None:
+        experts = stats.experts
+        if not experts:
+            return
+        top = max((max(ids) for ids in experts if ids), default=-1)
+        self._grow(len(experts), top + 1)
+        before = self.heat * self.decay
+        self.heat = before.copy()
+        cold: set[tuple[int, int]] = set()
+        for layer, ids in enumerate(experts):
+            if not ids:
+                continue
+            idx = np.asarray(ids, dtype=np.int64)
+            if stats.cold_misses:
+                cold.update((layer, int(e)) for e in idx[before[layer, idx] < self.cold_threshold])
+            self.heat[layer, idx] += 1.0
+        self.cold = cold
+        self.last_union = list(stats.union_per_layer) or [len(ids) for ids in experts]
+
+    def normalised(self) -> np.ndarray:
+        """Heat scaled to 0..1 by the hottest cell."""
+        peak = float(self.heat.max()) if self.heat.size else 0.0
+        return self.heat / peak if peak > 0 else np.zeros_like(self.heat)
+
+    def hottest(self, layer: int, n: int = 5) -> list[tuple[int, float]]:
+        row = self.heat[layer]
+        order = sorted(range(len(row)), key=lambda e: (-row[e], e))[:n]
+        return [(e, float(row[e])) for e in order if row[e] > 0]
+
+
+class TelemetryLog:
+    """Every window of the current session, and what the panels derive from it."""
+
+    def __init__(self, n_layers: int = 0, n_experts: int = 0, recent: int = 64,
+                 interval_windows: int = 16) -> None:
+        self.windows: list[WindowStats] = []
+        self.recent: deque[WindowStats] = deque(maxlen=recent)
+        self.heat = ExpertHeat(n_layers, n_experts)
+        self.interval_windows = interval_windows
+        self.prefill_s = 0.0
+        self.version = 0            # bumps on every change; panels repaint only when it moved
+
+    def add(self, stats: WindowStats) -> None:
+        self.windows.append(stats)
+        self.recent.append(stats)
+        self.heat.add(stats)
+        self.version += 1
+
+    def extend(self, stats: Iterable[WindowStats]) -> None:
+        for s in stats:
+            self.add(s)
+
+    def clear(self) -> None:
+        n_layers, n_experts = self.heat.n_layers, self.heat.n_experts
+        self.windows.clear()
+        self.recent.clear()
+        self.heat = ExpertHeat(n_layers, n_experts)
+        self.prefill_s = 0.0
+        self.version += 1
+
+    # --- acceptance panel -------------------------------------------------------------
+    def summary(self) -> WindowSummary:
+        return summarize_windows(self.windows, self.prefill_s)
+
+    def recent_summary(self) -> WindowSummary:
+        return summarize_windows(list(self.recent))
+
+    def offered_kept(self, n: int) -> list[tuple[int, int]]:
+        """(drafts offered, drafts kept) of the last `n` windows, oldest first."""
+        return [(s.n_drafted, s.n_accept) for s in self.windows[-n:]] if n > 0 else []
+
+    def acceptance_series(self) -> list[float]:
+        """Per-window acceptance rate of the windows that offered drafts."""
+        return [ratio(s.n_accept, s.n_drafted) for s in self.windows if s.n_drafted]
+
+    # --- cold-miss panel --------------------------------------------------------------
+    def io_totals(self, windows: Sequence[WindowStats] | None = None) -> dict[str, float]:
+        ws = self.windows if windows is None else windows
+        return {name: sum(getattr(s, name) for s in ws) for _, name in IO_COUNTERS}
+
+    def io_interval(self) -> dict[str, float]:
+        """Counter deltas over the last `interval_windows` windows."""
+        return self.io_totals(self.windows[-self.interval_windows:])
+
+    def hit_rate(self, windows: Sequence[WindowStats] | None = None) -> float:
+        t = self.io_totals(windows)
+        return ratio(t["hits"], t["hits"] + t["cold_misses"])
+
+    def occupancy(self) -> tuple[int, int]:
+        if not self.windows:
+            return 0, 0
+        last = self.windows[-1]
+        return last.cache_slots_used, last.cache_slots_total
