@@ -75,6 +75,7 @@ class StrataApp(App):
                                       n_experts=getattr(generator, "n_experts", 0) or 0)
         self._painted_version = -1
         self.notes: list[str] = []
+        self.edit_session = None    # mode="edit": the strata.edit.EditSession once opened
 
     def on_mount(self) -> None:
         self.set_interval(1.0 / PANEL_HZ, self.repaint_panels, name="panels")

@@ -44,7 +44,7 @@ class LogPanel(Static):
         self.refresh_from_log()
 
     def refresh_from_log(self) -> None:
-        self.update(self.render_log(max(10, self.size.width or 40)))
+        self.update(self.render_log(max(10, self.content_size.width or 40)))
 
     def render_log(self, width: int):  # pragma: no cover - overridden
         raise NotImplementedError
