@@ -57,6 +57,17 @@ void register_stream(py::module_& m) {
     if (!py::detail::get_type_info(typeid(strata::ExpertStore)))
         py::class_<strata::ExpertStore, std::shared_ptr<strata::ExpertStore>>(m, "ExpertStore");
 
+    // C++ ModelError (bad/corrupt pack, failed read) -> strata.ModelError. The engine's bindings
+    // register the same mapping; a second registration is harmless and keeps this area standalone.
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const strata::ModelError& e) {
+            py::object cls = py::module_::import("strata.errors").attr("ModelError");
+            PyErr_SetString(cls.ptr(), e.what());
+        }
+    });
+
     m.def("crc32", [](py::buffer b, uint32_t crc) {
         py::buffer_info info = b.request();
         const size_t n = size_t(info.size) * size_t(info.itemsize);
