@@ -1,5 +1,283 @@
+// Python bindings of the decoding area: drafters, sampler, decode loop, and the fake model that
+// tests and the model-free benchmark drive the loop with.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "decode.h"
+#include "drafter.h"
+#include "fake_model.h"
+#include "sampler.h"
+#include "window_model.h"
 
 namespace py = pybind11;
+using namespace strata;
 
-void register_decode(py::module_& m) { (void)m; }
+namespace {
+
+std::vector<int32_t> to_ids(const py::handle& seq) {
+    std::vector<int32_t> out;
+    for (auto item : seq) {
+        const long long v = py::cast<long long>(item);
+        if (v < INT32_MIN || v > INT32_MAX) throw py::value_error("token id " + std::to_string(v) + " does not fit int32");
+        out.push_back(int32_t(v));
+    }
+    return out;
+}
+
+DrafterKind drafter_kind(const std::string& name) {
+    if (name == "none") return DrafterKind::none;
+    if (name == "baseline") return DrafterKind::baseline;
+    if (name == "suffix") return DrafterKind::suffix;
+    throw py::value_error("unknown drafter '" + name + "' (none, baseline, suffix)");
+}
+
+const char* drafter_name(int kind) {
+    switch (kind) {
+        case 1: return "baseline";
+        case 2: return "suffix";
+        default: return "none";
+    }
+}
+
+}  // namespace
+
+// Telemetry as a dict with the names of strata.protocol.WindowStats.
+py::dict telemetry_dict(const WindowTelemetry& t) {
+    py::dict d;
+    d["pos0"] = t.pos0;
+    d["T"] = t.T;
+    d["n_drafted"] = t.n_drafted;
+    d["n_accept"] = t.n_accept;
+    d["keep"] = t.keep;
+    d["emitted"] = t.emitted;
+    d["match_len"] = t.match_len;
+    d["drafter"] = drafter_name(t.drafter);
+    d["window_us"] = t.window_us;
+    d["run_us"] = t.run_us;
+    d["fold_us"] = t.fold_us;
+    d["hits"] = t.hits;
+    d["cold_misses"] = t.cold_misses;
+    d["urgent_loads"] = t.urgent_loads;
+    d["prefetch_issued"] = t.prefetch_issued;
+    d["prefetch_used"] = t.prefetch_used;
+    d["prefetch_wasted"] = t.prefetch_wasted;
+    d["late_wait_us"] = t.late_wait_us;
+    d["bytes_read"] = t.bytes_read;
+    d["prefetched_bytes"] = t.prefetched_bytes;
+    d["extra_cold"] = t.extra_cold;
+    d["cache_slots_used"] = t.cache_slots_used;
+    d["cache_slots_total"] = t.cache_slots_total;
+    d["approximate"] = t.approximate;
+    d["union_per_layer"] = t.union_per_layer;
+    py::list experts;
+    for (size_t l = 0; l + 1 < t.expert_offsets.size(); ++l) {
+        py::list ids;
+        for (int k = t.expert_offsets[l]; k < t.expert_offsets[l + 1] && k < int(t.expert_ids.size()); ++k)
+            ids.append(t.expert_ids[k]);
+        experts.append(ids);
+    }
+    d["experts"] = experts;
+    return d;
+}
+
+void register_decode(py::module_& m) {
+    // The engine's register_model normally declares WindowModel (and the error mapping); declare
+    // them here only when it has not, so the decoding area also works on its own.
+    if (!py::detail::get_type_info(typeid(WindowModel))) {
+        py::class_<WindowModel, std::shared_ptr<WindowModel>>(m, "WindowModel");
+    }
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const WindowError& e) {
+            py::object cls = py::module_::import("strata.errors").attr("WindowError");
+            PyErr_SetString(cls.ptr(), e.what());
+        } catch (const ModelError& e) {
+            py::object cls = py::module_::import("strata.errors").attr("ModelError");
+            PyErr_SetString(cls.ptr(), e.what());
+        }
+    });
+
+    // ---- fake model
+    py::class_<FakeWindowModel, WindowModel, std::shared_ptr<FakeWindowModel>>(m, "FakeLM",
+        "Deterministic stand-in model for tests: logits depend on the last `order` tokens (sharp) and "
+        "on the whole history (weak); enforces the window rules.")
+        .def(py::init<int, uint64_t, int64_t, int, float, float, double, double, float>(), py::arg("vocab"),
+             py::arg("seed") = 0, py::arg("context_limit") = 4096, py::arg("order") = 3, py::arg("sharp") = 8.f,
+             py::arg("history_weight") = 1.f, py::arg("cost_us_base") = 0.0, py::arg("cost_us_per_row") = 0.0,
+             py::arg("copy_bias") = 0.f)
+        .def("run",
+             [](FakeWindowModel& self, py::object tokens) {
+                 const auto ids = to_ids(tokens);
+                 const float* p;
+                 {
+                     py::gil_scoped_release nogil;
+                     p = self.run(ids.data(), int(ids.size()));
+                 }
+                 py::array_t<float> out({py::ssize_t(ids.size()), py::ssize_t(self.vocab())});
+                 std::memcpy(out.mutable_data(), p, ids.size() * size_t(self.vocab()) * sizeof(float));
+                 return out;
+             },
+             py::arg("tokens"))
+        .def("commit", &FakeWindowModel::commit, py::arg("keep"))
+        .def_property_readonly("pos", &FakeWindowModel::pos)
+        .def_property_readonly("context_limit", &FakeWindowModel::context_limit)
+        .def_property_readonly("vocab", &FakeWindowModel::vocab)
+        .def_property_readonly("window_open", &FakeWindowModel::window_open)
+        .def_property_readonly("committed", &FakeWindowModel::committed)
+        .def_property_readonly("runs", &FakeWindowModel::runs)
+        .def_property_readonly("rows", &FakeWindowModel::rows)
+        .def("reset", &FakeWindowModel::reset)
+        .def("save_state", [](const FakeWindowModel& self) { return py::bytes(self.save_state()); })
+        .def("load_state", [](FakeWindowModel& self, py::bytes b) { self.load_state(std::string(b)); },
+             py::arg("blob"))
+        .def("last_telemetry", [](const FakeWindowModel& self) { return telemetry_dict(self.last_telemetry()); });
+
+    // ---- drafters
+    py::class_<Drafter>(m, "Drafter")
+        .def("append", [](Drafter& d, py::object t) { auto v = to_ids(t); d.append(v.data(), v.size()); },
+             py::arg("tokens"))
+        .def("add_document", [](Drafter& d, py::object t) { auto v = to_ids(t); d.add_document(v.data(), v.size()); },
+             py::arg("tokens"))
+        .def("propose",
+             [](const Drafter& d, int max_tokens, int min_match) {
+                 Draft r = d.propose(max_tokens, min_match);
+                 return py::make_tuple(r.tokens, r.match_len);
+             },
+             py::arg("max_tokens"), py::arg("min_match") = 4,
+             "-> (draft tokens, match length); empty when no match of min_match tokens")
+        .def("reset", &Drafter::reset)
+        .def_property_readonly("tokens", &Drafter::tokens)
+        .def_property_readonly("kind", [](const Drafter& d) { return drafter_name(int(d.kind())); });
+    py::class_<BaselineDrafter, Drafter>(m, "BaselineDrafter")
+        .def(py::init<int>(), py::arg("cap") = 3)
+        .def_property_readonly("cap", &BaselineDrafter::cap);
+    py::class_<SuffixDrafter, Drafter>(m, "SuffixDrafter")
+        .def(py::init<>())
+        .def_property_readonly("n_contexts", &SuffixDrafter::n_contexts)
+        .def_property_readonly_static("max_order", [](py::object) { return SuffixDrafter::kMaxOrder; });
+
+    // ---- sampler
+    m.def("counter_uniform", &counter_uniform, py::arg("seed"), py::arg("position"), py::arg("token"));
+    m.def("gumbel_noise", &gumbel_noise, py::arg("seed"), py::arg("position"), py::arg("token"));
+    py::class_<Sampler>(m, "Sampler")
+        .def(py::init([](float temperature, int top_k, float top_p, float repetition_penalty, float presence_penalty,
+                         float frequency_penalty, uint64_t seed) {
+                 SamplingParams p;
+                 p.temperature = temperature;
+                 p.top_k = top_k;
+                 p.top_p = top_p;
+                 p.repetition_penalty = repetition_penalty;
+                 p.presence_penalty = presence_penalty;
+                 p.frequency_penalty = frequency_penalty;
+                 p.seed = seed;
+                 return Sampler(p);
+             }),
+             py::arg("temperature") = 0.f, py::arg("top_k") = 0, py::arg("top_p") = 1.f,
+             py::arg("repetition_penalty") = 1.f, py::arg("presence_penalty") = 0.f,
+             py::arg("frequency_penalty") = 0.f, py::arg("seed") = 0)
+        .def("accept", &Sampler::accept, py::arg("token"))
+        .def("sample",
+             [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> logits, int64_t position,
+                py::object pending) {
+                 if (logits.ndim() != 1) throw py::value_error("sample takes one row of logits");
+                 auto pend = pending.is_none() ? std::vector<int32_t>{} : to_ids(pending);
+                 return s.sample(logits.data(), int(logits.shape(0)), position, pend.data(), int(pend.size()));
+             },
+             py::arg("logits"), py::arg("position"), py::arg("pending") = py::none());
+
+    // ---- decode loop
+    py::class_<Decoder, std::shared_ptr<Decoder>>(m, "Decoder")
+        .def(py::init<std::shared_ptr<WindowModel>>(), py::arg("model"))
+        .def(
+            "generate",
+            [](Decoder& dec, py::object prompt, int max_new, float temperature, int top_k, float top_p,
+               float repetition_penalty, float presence_penalty, float frequency_penalty, uint64_t seed,
+               const std::string& drafter, py::object max_draft, int min_match, py::object stop_ids,
+               py::object callback) {
+                 DecodeSettings s;
+                 s.max_new = max_new;
+                 s.sampling.temperature = temperature;
+                 s.sampling.top_k = top_k;
+                 s.sampling.top_p = top_p;
+                 s.sampling.repetition_penalty = repetition_penalty;
+                 s.sampling.presence_penalty = presence_penalty;
+                 s.sampling.frequency_penalty = frequency_penalty;
+                 s.sampling.seed = seed;
+                 s.drafter = drafter_kind(drafter);
+                 s.max_draft = max_draft.is_none() ? -1 : py::cast<int>(max_draft);
+                 if (!max_draft.is_none() && s.max_draft < 0) throw py::value_error("max_draft must be >= 0 or None");
+                 s.min_match = min_match;
+                 s.stop_ids = stop_ids.is_none() ? std::vector<int32_t>{} : to_ids(stop_ids);
+                 const auto ids = to_ids(prompt);
+                 // The loop runs without the GIL; the callback takes it, and so does the check for
+                 // Ctrl-C between windows. Either one raising ends the loop with the state committed.
+                 Decoder::WindowCallback cb = [&](const std::vector<int32_t>& emitted, const WindowTelemetry& t) {
+                     py::gil_scoped_acquire gil;
+                     bool go_on = true;
+                     if (!callback.is_none()) {
+                         py::object r = callback(py::cast(emitted), telemetry_dict(t));
+                         go_on = r.is_none() || r.cast<bool>();
+                     }
+                     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+                     return go_on;
+                 };
+                 DecodeResult r;
+                 {
+                     py::gil_scoped_release nogil;
+                     r = dec.generate(ids, s, cb);
+                 }
+                 py::dict out;
+                 out["tokens"] = r.tokens;
+                 out["stop_reason"] = r.stop_reason;
+                 out["prefill_us"] = r.prefill_us;
+                 out["n_prefill"] = r.n_prefill;
+                 return out;
+             },
+             py::arg("prompt"), py::kw_only(), py::arg("max_new") = 256, py::arg("temperature") = 0.f,
+             py::arg("top_k") = 0, py::arg("top_p") = 1.f, py::arg("repetition_penalty") = 1.f,
+             py::arg("presence_penalty") = 0.f, py::arg("frequency_penalty") = 0.f, py::arg("seed") = 0,
+             py::arg("drafter") = "suffix", py::arg("max_draft") = py::none(), py::arg("min_match") = 4,
+             py::arg("stop_ids") = py::none(), py::arg("callback") = py::none())
+        .def_property_readonly("history", &Decoder::history)
+        .def_property_readonly("pending", &Decoder::pending)
+        .def_property_readonly("pos", [](Decoder& d) { return d.model().pos(); })
+        .def("set_state",
+             [](Decoder& d, py::object history, py::object pending) { d.set_state(to_ids(history), to_ids(pending)); },
+             py::arg("history"), py::arg("pending"))
+        .def("add_document", [](Decoder& d, py::object t) { d.add_document(to_ids(t)); }, py::arg("tokens"))
+        .def_property_readonly("documents", &Decoder::documents)
+        .def("peek_draft",
+             [](Decoder& d, const std::string& kind, int max_tokens, int min_match) {
+                 Draft r = d.peek_draft(drafter_kind(kind), max_tokens, min_match);
+                 return py::make_tuple(r.tokens, r.match_len);
+             },
+             py::arg("drafter"), py::arg("max_tokens"), py::arg("min_match") = 4)
+        .def("reset", &Decoder::reset)
+        .def("controller_state",
+             [](Decoder& d) {
+                 auto& c = d.controller();
+                 py::dict out;
+                 py::list cost, samples;
+                 for (int T = 1; T <= LengthController::kMaxT; ++T) {
+                     cost.append(c.cost(T));
+                     samples.append(c.cost_samples(T));
+                 }
+                 py::list acc;
+                 for (int b = 0; b < LengthController::kBuckets; ++b) {
+                     py::list row;
+                     for (int i = 0; i < LengthController::kMaxDraft; ++i) row.append(c.acceptance(b, i));
+                     acc.append(row);
+                 }
+                 out["cost_us"] = cost;
+                 out["cost_samples"] = samples;
+                 out["acceptance"] = acc;
+                 return out;
+             },
+             "estimated window cost per T (index 0 is T=1) and acceptance per match bucket and position")
+        .def("reset_controller", [](Decoder& d) { d.controller().reset(); });
+}

@@ -1,0 +1,350 @@
+#include "decode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// Priors of the controller, before anything is measured.
+constexpr double kPriorAccept = 0.5;      // pooled acceptance of a bucket
+constexpr double kPriorWeight = 2.0;      // in windows
+constexpr double kPositionWeight = 4.0;   // how strongly a position leans on its bucket's pool
+constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T=1 window
+constexpr double kCostEma = 0.1;
+constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
+constexpr int kExploreEvery = 32;         // a one-token draft every N windows that would not draft
+
+}  // namespace
+
+// ---------------------------------------------------------------- controller
+
+int LengthController::bucket(int match_len) {
+    if (match_len < 4) return 0;
+    if (match_len < 6) return 1;
+    if (match_len < 8) return 2;
+    if (match_len < 12) return 3;
+    if (match_len < 16) return 4;
+    if (match_len < 24) return 5;
+    return 6;
+}
+
+void LengthController::reset() {
+    for (auto& r : acc_) r.fill(0);
+    for (auto& r : tri_) r.fill(0);
+    acc_pool_.fill(0);
+    tri_pool_.fill(0);
+    cost_ema_.fill(0);
+    cost_n_.fill(0);
+    since_explore_ = 0;
+}
+
+double LengthController::acceptance(int b, int i) const {
+    const double pooled = (acc_pool_[b] + kPriorAccept * kPriorWeight) / (tri_pool_[b] + kPriorWeight);
+    return (acc_[b][i] + kPositionWeight * pooled) / (tri_[b][i] + kPositionWeight);
+}
+
+double LengthController::cost(int T) const {
+    T = std::clamp(T, 1, kMaxT);
+    // the measured curve, interpolated between measured T and made non-decreasing
+    double curve[kMaxT + 1];
+    int lo = 0;
+    const double base = cost_n_[1] ? cost_ema_[1] : 1.0;
+    for (int t = 1; t <= kMaxT; ++t) {
+        if (cost_n_[t]) {
+            curve[t] = cost_ema_[t];
+            lo = t;
+            continue;
+        }
+        int hi = 0;
+        for (int u = t + 1; u <= kMaxT; ++u)
+            if (cost_n_[u]) {
+                hi = u;
+                break;
+            }
+        if (lo && hi) {
+            curve[t] = cost_ema_[lo] + (cost_ema_[hi] - cost_ema_[lo]) * double(t - lo) / double(hi - lo);
+        } else if (lo) {
+            // past the last measurement: the measured slope, at least the prior's
+            int prev = 0;
+            for (int u = lo - 1; u >= 1; --u)
+                if (cost_n_[u]) {
+                    prev = u;
+                    break;
+                }
+            double slope = kPriorRowCost * base;
+            if (prev) slope = std::max(slope, (cost_ema_[lo] - cost_ema_[prev]) / double(lo - prev));
+            curve[t] = cost_ema_[lo] + slope * double(t - lo);
+        } else if (hi) {
+            curve[t] = cost_ema_[hi] - kPriorRowCost * base * double(hi - t);
+            curve[t] = std::max(curve[t], 0.5 * cost_ema_[hi]);
+        } else {
+            curve[t] = base * (1.0 + kPriorRowCost * double(t - 1));
+        }
+    }
+    double c = curve[1];
+    for (int t = 2; t <= T; ++t) c = std::max(c, curve[t]);
+    return T == 1 ? curve[1] : c;
+}
+
+double LengthController::expected_keep(int match_len, int drafts) const {
+    const int b = bucket(match_len);
+    double q = 1, e = 1;
+    for (int i = 0; i < std::min(drafts, kMaxDraft); ++i) {
+        q *= acceptance(b, i);
+        e += q;
+    }
+    return e;
+}
+
+int LengthController::choose(int match_len, int available) {
+    available = std::min(available, kMaxDraft);
+    if (available <= 0) return 0;
+    const int b = bucket(match_len);
+    double q = 1, e = 1;
+    double best = e / cost(1);
+    int best_d = 0;
+    for (int d = 1; d <= available; ++d) {
+        q *= acceptance(b, d - 1);
+        e += q;
+        const double r = e / cost(d + 1);
+        if (r > best) {
+            best = r;
+            best_d = d;
+        }
+    }
+    if (best_d == 0 && ++since_explore_ >= kExploreEvery) {
+        since_explore_ = 0;
+        return 1;  // keep the estimate of this bucket alive
+    }
+    return best_d;
+}
+
+void LengthController::observe_drafts(int match_len, int observed, int accepted) {
+    const int b = bucket(match_len);
+    for (int i = 0; i < std::min(observed, kMaxDraft); ++i) {
+        const double hit = i < accepted ? 1.0 : 0.0;
+        acc_[b][i] += hit;
+        tri_[b][i] += 1;
+        acc_pool_[b] += hit;
+        tri_pool_[b] += 1;
+        if (tri_[b][i] > kCountCap) {
+            acc_[b][i] *= 0.5;
+            tri_[b][i] *= 0.5;
+        }
+    }
+    if (tri_pool_[b] > kCountCap) {
+        acc_pool_[b] *= 0.5;
+        tri_pool_[b] *= 0.5;
+    }
+}
+
+void LengthController::observe_cost(int T, double us) {
+    if (T < 1 || T > kMaxT || !(us > 0)) return;
+    cost_ema_[T] = cost_n_[T] ? cost_ema_[T] + kCostEma * (us - cost_ema_[T]) : us;
+    ++cost_n_[T];
+}
+
+// ---------------------------------------------------------------- decoder
+
+Decoder::Decoder(std::shared_ptr<WindowModel> model) : model_(std::move(model)) {
+    if (!model_) throw std::invalid_argument("Decoder needs a model");
+    history_.clear();
+    pending_.clear();
+}
+
+void Decoder::reset() {
+    model_->reset();
+    history_.clear();
+    pending_.clear();
+    for (auto& d : drafters_) d.reset();
+}
+
+void Decoder::set_state(std::vector<int32_t> history, std::vector<int32_t> pending) {
+    if (pending.size() > history.size() ||
+        !std::equal(pending.begin(), pending.end(), history.end() - pending.size()))
+        throw std::invalid_argument("decoder state: pending tokens must be the tail of the history");
+    if (int64_t(history.size() - pending.size()) != model_->pos())
+        throw WindowError("decoder state: " + std::to_string(history.size() - pending.size()) +
+                          " committed tokens, but the engine holds " + std::to_string(model_->pos()));
+    history_ = std::move(history);
+    pending_ = std::move(pending);
+    for (auto& d : drafters_) d.reset();
+}
+
+void Decoder::add_document(std::vector<int32_t> tokens) {
+    if (tokens.empty()) return;
+    documents_.push_back(std::move(tokens));
+    if (auto& d = drafters_[int(DrafterKind::suffix)]) d->add_document(documents_.back().data(), documents_.back().size());
+}
+
+Drafter* Decoder::drafter(DrafterKind kind) {
+    auto& d = drafters_[int(kind)];
+    if (kind == DrafterKind::none) return nullptr;
+    if (d && d->tokens().size() > history_.size()) d.reset();
+    if (!d) {
+        d = make_drafter(kind);
+        for (const auto& doc : documents_) d->add_document(doc.data(), doc.size());
+    }
+    const size_t have = d->tokens().size();
+    if (have < history_.size()) d->append(history_.data() + have, history_.size() - have);
+    return d.get();
+}
+
+Draft Decoder::peek_draft(DrafterKind kind, int max_tokens, int min_match) {
+    Drafter* d = drafter(kind);
+    return d ? d->propose(max_tokens, min_match) : Draft{};
+}
+
+DecodeResult Decoder::generate(const std::vector<int32_t>& prompt, const DecodeSettings& s,
+                               const WindowCallback& cb) {
+    if (s.max_new < 0) throw std::invalid_argument("max_new must be >= 0");
+    if (s.min_match < 1) throw std::invalid_argument("min_match must be >= 1");
+    if (s.max_draft > LengthController::kMaxDraft)
+        throw std::invalid_argument("max_draft must be at most " + std::to_string(LengthController::kMaxDraft));
+    WindowModel& m = *model_;
+    if (int64_t(history_.size() - pending_.size()) != m.pos())
+        throw WindowError("decoder is out of sync with the engine: the engine holds " + std::to_string(m.pos()) +
+                          " tokens, the session " + std::to_string(history_.size() - pending_.size()) +
+                          " (was the engine used directly? call reset)");
+    std::vector<int32_t> input(pending_);
+    input.insert(input.end(), prompt.begin(), prompt.end());
+    if (input.empty()) throw std::invalid_argument("nothing to decode from: the prompt is empty and no turn came before");
+    const int64_t limit = m.context_limit();
+    if (m.pos() + int64_t(input.size()) > limit)
+        throw WindowError("prompt of " + std::to_string(input.size()) + " tokens does not fit: " +
+                          std::to_string(m.pos()) + " of the context limit " + std::to_string(limit) +
+                          " are in use");
+    const int V = m.vocab();
+    for (int32_t t : input)
+        if (t < 0 || t >= V)
+            throw std::invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary (" +
+                                        std::to_string(V) + ")");
+
+    DecodeResult res;
+    sampler_.reset(s.sampling);
+    auto is_stop = [&](int32_t t) { return std::find(s.stop_ids.begin(), s.stop_ids.end(), t) != s.stop_ids.end(); };
+
+    // prefill, chunked; only the last row's logits matter
+    const auto t_prefill = Clock::now();
+    const int64_t prefill_pos0 = m.pos();
+    const float* last_row = nullptr;
+    for (size_t off = 0; off < input.size(); off += kPrefillChunk) {
+        const int n = int(std::min<size_t>(kPrefillChunk, input.size() - off));
+        const float* logits = m.run(input.data() + off, n);
+        last_row = logits + size_t(n - 1) * V;
+        if (off + n == input.size() && s.max_new > 0) {
+            // sample before commit: the logits stay valid until the next run
+            const int32_t first = sampler_.sample(last_row, V, m.pos() + n, nullptr, 0);
+            m.commit(n);
+            res.tokens.push_back(first);
+        } else {
+            m.commit(n);
+        }
+    }
+    pending_.clear();
+    history_.insert(history_.end(), prompt.begin(), prompt.end());
+    res.prefill_us = us_since(t_prefill);
+    res.n_prefill = int64_t(input.size());
+    if (s.max_new == 0) {
+        res.stop_reason = "max_new";
+        return res;
+    }
+    {
+        const int32_t first = res.tokens.back();
+        sampler_.accept(first);
+        history_.push_back(first);
+        pending_.assign(1, first);
+        WindowTelemetry t{};
+        t.pos0 = prefill_pos0;
+        t.T = 0;  // no decode window: the token came from the prefill
+        t.emitted = 1;
+        t.window_us = res.prefill_us;
+        if (is_stop(first)) res.stop_reason = "eos";
+        else if (s.max_new == 1) res.stop_reason = "max_new";
+        if (cb && !cb(res.tokens, t) && res.stop_reason.empty()) res.stop_reason = "stopped";
+        if (!res.stop_reason.empty()) return res;
+    }
+
+    const bool drafting = s.drafter != DrafterKind::none && s.max_draft != 0;
+    std::vector<int32_t> window, outs;
+    for (;;) {
+        const int remaining = s.max_new - int(res.tokens.size());
+        if (remaining <= 0) {
+            res.stop_reason = "max_new";
+            break;
+        }
+        const int64_t pos0 = m.pos();
+        const int64_t room = limit - pos0;
+        if (room < 1) {
+            res.stop_reason = "context";
+            break;
+        }
+        const auto t0 = Clock::now();
+        const int t_cap = int(std::min<int64_t>({int64_t(remaining), room, int64_t(LengthController::kMaxT)}));
+        window.assign(1, pending_.back());
+        Draft d;
+        int n_draft = 0;
+        if (drafting && t_cap > 1) {
+            const int ask = s.max_draft > 0 ? std::min(s.max_draft, t_cap - 1) : t_cap - 1;
+            d = drafter(s.drafter)->propose(ask, s.min_match);
+            const int avail = int(d.tokens.size());
+            n_draft = s.max_draft > 0 ? avail : controller_.choose(d.match_len, avail);
+            window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
+        }
+        const int T = int(window.size());
+        const float* logits = m.run(window.data(), T);
+        outs.clear();
+        bool eos = false;
+        int matched = 0;
+        for (int i = 0; i < T; ++i) {
+            const int32_t o = sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i);
+            outs.push_back(o);
+            const bool hit = i + 1 < T && o == window[i + 1];
+            if (hit) ++matched;
+            if (is_stop(o)) {
+                eos = true;
+                break;
+            }
+            if (!hit) break;
+        }
+        const int keep = int(outs.size());
+        m.commit(keep);
+        for (int32_t o : outs) sampler_.accept(o);
+        history_.insert(history_.end(), outs.begin(), outs.end());
+        pending_.assign(1, outs.back());
+        res.tokens.insert(res.tokens.end(), outs.begin(), outs.end());
+
+        WindowTelemetry t = m.last_telemetry();
+        t.pos0 = pos0;
+        t.T = T;
+        t.n_drafted = n_draft;
+        t.n_accept = keep - 1;
+        t.keep = keep;
+        t.emitted = keep;
+        t.match_len = d.match_len;
+        t.drafter = drafting ? int(s.drafter) : 0;
+        t.window_us = us_since(t0);
+        controller_.observe_cost(T, t.window_us);
+        if (n_draft > 0) {
+            // positions up to the first mismatch have a verdict; an EOS hides the ones after it
+            const int observed = std::min(n_draft, eos ? matched : matched + 1);
+            controller_.observe_drafts(d.match_len, observed, matched);
+        }
+        if (eos) res.stop_reason = "eos";
+        if (cb && !cb(outs, t) && res.stop_reason.empty()) res.stop_reason = "stopped";
+        if (!res.stop_reason.empty()) break;
+    }
+    return res;
+}
+
+}  // namespace strata

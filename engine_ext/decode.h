@@ -1,0 +1,104 @@
+// The decode loop: draft -> run -> verify -> commit, one window at a time, against the
+// WindowModel contract. Greedy and seeded-sampled output is identical to one-token decoding.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drafter.h"
+#include "sampler.h"
+#include "telemetry.h"
+#include "window_model.h"
+
+namespace strata {
+
+struct DecodeSettings {
+    int max_new = 256;
+    SamplingParams sampling;
+    DrafterKind drafter = DrafterKind::suffix;  // none: drafting off
+    int max_draft = -1;                         // < 0: adaptive length controller; K >= 0: fixed
+    int min_match = 4;
+    std::vector<int32_t> stop_ids;              // EOS tokens: end the emitted prefix
+};
+
+struct DecodeResult {
+    std::vector<int32_t> tokens;  // every emitted token (an EOS included)
+    std::string stop_reason;      // "eos" | "max_new" | "context" | "stopped"
+    double prefill_us = 0;
+    int64_t n_prefill = 0;        // input rows committed by the prefill (pending root + prompt)
+};
+
+// Picks the draft length of each window by the marginal rule of DESIGN.md: with conditional
+// acceptance a_i (estimated online per match-length bucket and draft position) and
+// q_i = prod_{j<=i} a_j, E[keep](D) = sum_{i=0..D} q_i; among the candidate prefixes take the one
+// with the best expected output per cost, which is where dE/dC stops beating E/C. Cost per T is
+// measured from the windows themselves.
+class LengthController {
+public:
+    static constexpr int kBuckets = 7;
+    static constexpr int kMaxDraft = 15;
+    static constexpr int kMaxT = kMaxDraft + 1;
+    static int bucket(int match_len);
+    // the draft length to use, 0..available
+    int choose(int match_len, int available);
+    // drafted: drafts in the window; observed: leading positions whose verdict is known;
+    // accepted: leading drafts that matched the outputs
+    void observe_drafts(int match_len, int observed, int accepted);
+    void observe_cost(int T, double us);
+    double acceptance(int bucket, int position) const;
+    double cost(int T) const;  // estimated microseconds of a window of T rows
+    double expected_keep(int match_len, int drafts) const;
+    int64_t cost_samples(int T) const { return cost_n_[T]; }
+    void reset();
+
+private:
+    std::array<std::array<double, kMaxDraft>, kBuckets> acc_{}, tri_{};
+    std::array<double, kBuckets> acc_pool_{}, tri_pool_{};
+    std::array<double, kMaxT + 1> cost_ema_{};
+    std::array<int64_t, kMaxT + 1> cost_n_{};
+    int since_explore_ = 0;
+};
+
+class Decoder {
+public:
+    // Called after each window with the state committed; return false to stop.
+    using WindowCallback = std::function<bool(const std::vector<int32_t>& emitted, const WindowTelemetry& t)>;
+    static constexpr int kPrefillChunk = 512;
+
+    explicit Decoder(std::shared_ptr<WindowModel> model);
+    WindowModel& model() { return *model_; }
+    const std::shared_ptr<WindowModel>& model_ptr() const { return model_; }
+
+    // Feeds the pending root (the last emitted token of a previous call, if any) and `prompt`,
+    // then decodes up to max_new tokens. The last emitted token stays pending: the next call
+    // feeds it first, so turns continue exactly where the previous one stopped.
+    DecodeResult generate(const std::vector<int32_t>& prompt, const DecodeSettings& s, const WindowCallback& cb);
+
+    // Every token of the session: the engine's committed tokens followed by the pending ones.
+    const std::vector<int32_t>& history() const { return history_; }
+    const std::vector<int32_t>& pending() const { return pending_; }
+    // After the engine's state was restored: the session tokens it holds plus the pending ones.
+    void set_state(std::vector<int32_t> history, std::vector<int32_t> pending);
+    // Index earlier sessions' tokens for the suffix drafter (matches never span documents).
+    void add_document(std::vector<int32_t> tokens);
+    const std::vector<std::vector<int32_t>>& documents() const { return documents_; }
+    // What the drafter would propose now (for tests and the model-free benchmark).
+    Draft peek_draft(DrafterKind kind, int max_tokens, int min_match);
+    void reset();  // engine reset + empty session (documents and learned costs are kept)
+    LengthController& controller() { return controller_; }
+
+private:
+    Drafter* drafter(DrafterKind kind);  // synced with history_
+
+    std::shared_ptr<WindowModel> model_;
+    Sampler sampler_;
+    LengthController controller_;
+    std::vector<int32_t> history_, pending_;
+    std::vector<std::vector<int32_t>> documents_;
+    std::unique_ptr<Drafter> drafters_[3];
+};
+
+}  // namespace strata

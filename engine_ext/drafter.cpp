@@ -1,0 +1,164 @@
+#include "drafter.h"
+
+#include <algorithm>
+
+namespace strata {
+
+namespace {
+
+inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+inline uint64_t trigram_key(int32_t a, int32_t b, int32_t c) {
+    return mix64(mix64(mix64(uint64_t(uint32_t(a)) + 0x9e3779b97f4a7c15ULL) ^ uint32_t(b)) ^
+                 (uint64_t(uint32_t(c)) << 1));
+}
+
+// Context hashes are built from the last token backwards, one order at a time, so that every
+// order of one end position costs O(1) more.
+inline uint64_t extend_context(uint64_t h, int32_t token, int order) {
+    return mix64(h ^ (uint64_t(uint32_t(token)) * 0x9e3779b97f4a7c15ULL) ^ (uint64_t(order) << 56));
+}
+
+inline uint64_t pair_key(uint64_t context, int32_t next) {
+    return mix64(context + 0x632be59bd9b4e019ULL * (uint64_t(uint32_t(next)) + 1));
+}
+
+constexpr uint64_t kContextSeed = 0x5851f42d4c957f2dULL;
+
+}  // namespace
+
+// ---------------------------------------------------------------- baseline
+
+void BaselineDrafter::reset() {
+    seq_.clear();
+    index_.clear();
+}
+
+void BaselineDrafter::append(const int32_t* tokens, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+        seq_.push_back(tokens[k]);
+        const size_t end = seq_.size() - 1;
+        if (end < 2) continue;
+        Slots& s = index_[trigram_key(seq_[end - 2], seq_[end - 1], seq_[end])];
+        if (s.n == kCandidates + 1) {
+            std::copy(s.pos + 1, s.pos + s.n, s.pos);
+            --s.n;
+        }
+        s.pos[s.n++] = int64_t(end);
+    }
+}
+
+Draft BaselineDrafter::propose(int max_tokens, int min_match) const {
+    Draft d;
+    const int64_t n = int64_t(seq_.size());
+    const int want = std::min(max_tokens, cap_);
+    if (n < 4 || want <= 0) return d;
+    auto it = index_.find(trigram_key(seq_[n - 3], seq_[n - 2], seq_[n - 1]));
+    if (it == index_.end()) return d;
+    const Slots& s = it->second;
+    int64_t best_pos = -1;
+    int best_len = 0;
+    int seen = 0;
+    // most recent first; the current end (n-1) is not a candidate
+    for (int k = s.n - 1; k >= 0 && seen < kCandidates; --k) {
+        const int64_t p = s.pos[k];
+        if (p >= n - 1) continue;
+        ++seen;
+        int len = 0;
+        while (len < kMaxBackward && p - len >= 0 && seq_[p - len] == seq_[n - 1 - len]) ++len;
+        if (len > best_len) {  // strict: an equal length keeps the more recent candidate
+            best_len = len;
+            best_pos = p;
+        }
+    }
+    if (best_pos < 0 || best_len < std::max(min_match, 3)) return d;
+    d.match_len = best_len;
+    for (int64_t q = best_pos + 1; q < n && int(d.tokens.size()) < want; ++q) d.tokens.push_back(seq_[q]);
+    return d;
+}
+
+// ---------------------------------------------------------------- suffix
+
+void SuffixDrafter::reset() {
+    seq_.clear();
+    pair_count_.clear();
+    best_.clear();
+}
+
+void SuffixDrafter::count_at(const std::vector<int32_t>& seq, size_t end, int32_t next) {
+    uint64_t h = kContextSeed;
+    const int max_order = int(std::min<size_t>(kMaxOrder, end + 1));
+    for (int order = 1; order <= max_order; ++order) {
+        h = extend_context(h, seq[end + 1 - order], order);
+        const uint32_t c = ++pair_count_[pair_key(h, next)];
+        auto [it, fresh] = best_.try_emplace(h, Best{next, c});
+        // the newest count wins ties, so "most frequent, then most recent" holds incrementally
+        if (!fresh && c >= it->second.count) it->second = Best{next, c};
+    }
+}
+
+void SuffixDrafter::append(const int32_t* tokens, size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+        if (!seq_.empty()) count_at(seq_, seq_.size() - 1, tokens[k]);
+        seq_.push_back(tokens[k]);
+    }
+}
+
+void SuffixDrafter::add_document(const int32_t* tokens, size_t n) {
+    std::vector<int32_t> doc(tokens, tokens + n);
+    for (size_t e = 0; e + 1 < n; ++e) count_at(doc, e, doc[e + 1]);
+}
+
+const SuffixDrafter::Best* SuffixDrafter::lookup(const std::vector<int32_t>& seq, int min_order,
+                                                 int* order) const {
+    const size_t n = seq.size();
+    const int max_order = int(std::min<size_t>(kMaxOrder, n));
+    uint64_t hashes[kMaxOrder + 1];
+    uint64_t h = kContextSeed;
+    for (int o = 1; o <= max_order; ++o) {
+        h = extend_context(h, seq[n - o], o);
+        hashes[o] = h;
+    }
+    for (int o = max_order; o >= std::max(min_order, 1); --o) {
+        auto it = best_.find(hashes[o]);
+        if (it != best_.end()) {
+            *order = o;
+            return &it->second;
+        }
+    }
+    return nullptr;
+}
+
+Draft SuffixDrafter::propose(int max_tokens, int min_match) const {
+    Draft d;
+    const int want = std::min(max_tokens, kMaxDraft);
+    if (seq_.empty() || want <= 0) return d;
+    const size_t tail = std::min<size_t>(seq_.size(), kMaxOrder);
+    std::vector<int32_t> ext(seq_.end() - tail, seq_.end());
+    for (int k = 0; k < want; ++k) {
+        int order = 0;
+        const Best* b = lookup(ext, min_match, &order);
+        if (!b) break;
+        if (k == 0) d.match_len = order;
+        d.tokens.push_back(b->token);
+        ext.push_back(b->token);
+    }
+    return d;
+}
+
+std::unique_ptr<Drafter> make_drafter(DrafterKind kind) {
+    switch (kind) {
+        case DrafterKind::baseline: return std::make_unique<BaselineDrafter>();
+        case DrafterKind::suffix: return std::make_unique<SuffixDrafter>();
+        default: return nullptr;
+    }
+}
+
+}  // namespace strata
