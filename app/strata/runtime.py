@@ -1,0 +1,120 @@
+"""One place where the commands get a generator and read a model's metadata.
+
+`open_generator` resolves `--model` (an explicit path or a bundled alias, never a network
+lookup) and builds the real `strata.generate.Generator`, imported lazily so that `strata
+sessions ...` and friends never load the engine. `model_info` reads only metadata (config.json,
+safetensors headers, a pack header) for `strata info`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelError
+from .models import resolve_model
+
+FAKE_MODEL = "fake"
+# The deterministic fake engine is reachable from the CLI only when this is set (tests, demos).
+FAKE_ENV = "STRATA_ALLOW_FAKE"
+
+
+def fake_allowed() -> bool:
+    return os.environ.get(FAKE_ENV, "") not in ("", "0")
+
+
+def open_generator(model: str | os.PathLike | None = None, **opts: Any):
+    """A TextGenerator for `model` (None = the bundled default). Options go to the Generator
+    (expert_cache, backend, ...)."""
+    if model is not None and str(model) == FAKE_MODEL and fake_allowed():
+        from .fake import FakeGenerator
+
+        return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")})
+    path = resolve_model(model)
+    try:
+        from .generate import Generator
+    except ImportError as exc:
+        raise ModelError(f"the decoding engine is not available in this build ({exc})") from None
+    opts = {k: v for k, v in opts.items() if v is not None}
+    from_path = getattr(Generator, "from_path", None)
+    if from_path is not None:
+        return from_path(str(path), **opts)
+    return Generator(str(path), **opts)
+
+
+# -- metadata ----------------------------------------------------------------------------------
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+                "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    # multimodal checkpoints nest the language model's fields
+    inner = cfg.get("text_config")
+    return {**cfg, **inner} if isinstance(inner, dict) else cfg
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"{path.parent}: no {path.name} (not a Hugging Face checkpoint folder "
+                         "or a strata pack)") from None
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    return data
+
+
+def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
+    """Metadata of a Hugging Face checkpoint folder or a strata pack, without loading weights."""
+    path = resolve_model(model)
+    if path.is_file():
+        raise ModelError(f"{path}: give the model folder, not a file inside it")
+    from . import pack as packmod
+
+    is_pack = packmod.is_pack(str(path))
+    cfg = _text_config(_read_json(path / "config.json"))
+    files = [f for f in path.iterdir() if f.is_file()]
+    info: dict[str, Any] = {
+        "path": str(path),
+        "format": "strata-pack" if is_pack else "hf-checkpoint",
+        "model_type": cfg.get("model_type"),
+        "layers": cfg.get("num_hidden_layers"),
+        "hidden_size": cfg.get("hidden_size"),
+        "vocab_size": cfg.get("vocab_size"),
+        "experts": cfg.get("num_experts", cfg.get("n_routed_experts")),
+        "experts_per_token": cfg.get("num_experts_per_tok"),
+        "moe_intermediate_size": cfg.get("moe_intermediate_size"),
+        "shared_expert": bool(cfg.get("shared_expert_intermediate_size")),
+        "context_length": cfg.get("max_position_embeddings"),
+        "size_on_disk": sum(f.stat().st_size for f in files),
+    }
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list):
+        info["layer_types"] = dict(Counter(str(t) for t in layer_types))
+    by_dtype: Counter[str] = Counter()
+    params = 0
+    if is_pack:
+        pinfo = packmod.read_pack(str(path))
+        tensors = packmod.read_safetensors_header(pinfo.dense_path)
+        ex = pinfo.ex
+        expert_params = ex["num_layers"] * ex["num_experts"] * 3 * ex["hidden_size"] * ex["moe_intermediate_size"]
+        params += expert_params
+        by_dtype[str(ex["dtype"]).upper()] += expert_params * (2 if ex["dtype"] == "bf16" else 4)
+        info["expert_bytes"] = pinfo.expert_bytes
+        info["pack_id"] = pinfo.header.get("pack_id")
+    else:
+        tensors = packmod.checkpoint_tensors(str(path))
+    for t in tensors.values():
+        n = 1
+        for s in t.shape:
+            n *= s
+        params += n
+        by_dtype[t.dtype] += t.nbytes
+    info["params"] = params
+    info["dtype"] = by_dtype.most_common(1)[0][0] if by_dtype else None
+    info["tensors"] = len(tensors)
+    return info
