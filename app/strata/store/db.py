@@ -123,7 +123,6 @@ class SessionStore:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                          timeout=10.0)
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = FULL")
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -163,6 +162,8 @@ class SessionStore:
             if version > LATEST:
                 raise SessionError(f"{self.path}: session store has schema version {version}, "
                                    f"newer than this strata understands ({LATEST}); upgrade strata")
+            # only now that the file is known to be ours may anything write to it
+            self._conn.execute("PRAGMA journal_mode = WAL")
             for number, sql in MIGRATIONS:
                 if number <= version or number > target:
                     continue
