@@ -1,0 +1,221 @@
+"""Architecture config parsing: turns a Hugging Face ``config.json`` into the engine's spec.
+
+Supported: ``qwen3_next``, ``qwen3_5_moe`` (text-only ``qwen3_5_moe_text`` or a full checkpoint
+with a nested ``text_config``; vision weights are ignored) and ``qwen3_moe``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .errors import ModelError
+
+ARCHS = ("qwen3_next", "qwen3_5_moe", "qwen3_moe")
+
+
+def _arch_of(cfg: dict) -> tuple[str, dict]:
+    mt = cfg.get("model_type")
+    if mt == "qwen3_5_moe" and isinstance(cfg.get("text_config"), dict):
+        text = dict(cfg["text_config"])
+        # top-level tie flag wins when the text config lacks one
+        text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+        return "qwen3_5_moe", text
+    if mt in ("qwen3_5_moe", "qwen3_5_moe_text"):
+        return "qwen3_5_moe", cfg
+    if mt in ("qwen3_next", "qwen3_moe"):
+        return mt, cfg
+    raise ModelError(f"unsupported model_type {mt!r} (strata supports {', '.join(ARCHS)})")
+
+
+def _get(cfg: dict, key: str, default: Any = None, *, where: str, required: bool = False):
+    if key in cfg and cfg[key] is not None:
+        return cfg[key]
+    if required:
+        raise ModelError(f"{where}: missing key {key!r}")
+    return default
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None, *, minimum: int = 0) -> int:
+    v = _get(cfg, key, default, where=where, required=default is None)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ModelError(f"{where}: key {key!r} must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _rope(cfg: dict, where: str) -> tuple[float, float]:
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if not isinstance(rp, dict):
+        raise ModelError(f"{where}: key 'rope_parameters' must be an object")
+    rtype = rp.get("rope_type", rp.get("type", "default"))
+    if rtype not in ("default", None, "mrope"):
+        raise ModelError(f"{where}: rope_type {rtype!r} is not supported (only default rotary)")
+    theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    partial = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", None))
+    try:
+        return float(theta), (None if partial is None else float(partial))
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: rope_theta/partial_rotary_factor must be numbers") from None
+
+
+def normalize(cfg: dict, where: str = "config.json") -> dict:
+    """Normalised engine spec (plain ints/bools/floats/lists) from a parsed config.json."""
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{where}: top level must be a JSON object")
+    arch, c = _arch_of(cfg)
+    n_layers = _int(c, "num_hidden_layers", where, minimum=1)
+    hidden = _int(c, "hidden_size", where, minimum=1)
+    n_heads = _int(c, "num_attention_heads", where, minimum=1)
+    n_kv = _int(c, "num_key_value_heads", where, n_heads, minimum=1)
+    if n_heads % n_kv:
+        raise ModelError(f"{where}: num_attention_heads ({n_heads}) is not a multiple of num_key_value_heads ({n_kv})")
+    head_dim = _int(c, "head_dim", where, hidden // n_heads, minimum=1)
+    theta, partial = _rope(c, where)
+    if partial is None:
+        partial = 0.25 if arch == "qwen3_5_moe" else 1.0
+    rot = int(head_dim * partial)
+    if rot % 2 or rot > head_dim:
+        raise ModelError(f"{where}: partial_rotary_factor {partial} gives an odd rotary size {rot}")
+    if arch == "qwen3_moe":
+        layer_types = ["full_attention"] * n_layers
+    else:
+        layer_types = c.get("layer_types")
+        if layer_types is None:
+            interval = _int(c, "full_attention_interval", where, 4, minimum=1)
+            layer_types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(n_layers)]
+    if not isinstance(layer_types, list) or len(layer_types) != n_layers or any(
+        t not in ("linear_attention", "full_attention") for t in layer_types
+    ):
+        raise ModelError(f"{where}: key 'layer_types' must list {n_layers} of linear_attention/full_attention")
+    n_exp = c.get("num_experts", c.get("num_local_experts", 0)) or 0
+    if isinstance(n_exp, bool) or not isinstance(n_exp, int) or n_exp < 0:
+        raise ModelError(f"{where}: key 'num_experts' must be an integer")
+    if arch == "qwen3_5_moe":
+        layer_moe = [1 if n_exp > 0 else 0] * n_layers
+    else:
+        step = _int(c, "decoder_sparse_step", where, 1, minimum=1)
+        mlp_only = c.get("mlp_only_layers") or []
+        layer_moe = [1 if (i not in mlp_only and n_exp > 0 and (i + 1) % step == 0) else 0 for i in range(n_layers)]
+    has_moe = any(layer_moe)
+    has_dense = not all(layer_moe)
+    has_linear = any(t == "linear_attention" for t in layer_types)
+    act = c.get("hidden_act", "silu")
+    if act != "silu":
+        raise ModelError(f"{where}: hidden_act {act!r} is not supported (silu only)")
+    spec = {
+        "arch": arch,
+        "vocab_size": _int(c, "vocab_size", where, minimum=1),
+        "hidden_size": hidden,
+        "num_layers": n_layers,
+        "layer_types": list(layer_types),
+        "layer_linear": [1 if t == "linear_attention" else 0 for t in layer_types],
+        "layer_moe": layer_moe,
+        "num_heads": n_heads,
+        "num_kv_heads": n_kv,
+        "head_dim": head_dim,
+        "rotary_dim": rot,
+        "rope_theta": theta,
+        "eps": float(c.get("rms_norm_eps", 1e-6)),
+        "attn_gated": arch != "qwen3_moe",
+        "attn_bias": bool(c.get("attention_bias", False)),
+        "norm_plus_one": arch != "qwen3_moe",
+        "linear_num_key_heads": _int(c, "linear_num_key_heads", where, minimum=1) if has_linear else 0,
+        "linear_num_value_heads": _int(c, "linear_num_value_heads", where, minimum=1) if has_linear else 0,
+        "linear_key_head_dim": _int(c, "linear_key_head_dim", where, minimum=1) if has_linear else 0,
+        "linear_value_head_dim": _int(c, "linear_value_head_dim", where, minimum=1) if has_linear else 0,
+        "linear_conv_kernel": _int(c, "linear_conv_kernel_dim", where, 4, minimum=1) if has_linear else 4,
+        "gdn_fused": arch == "qwen3_next",
+        "num_experts": n_exp if has_moe else 0,
+        "top_k": _int(c, "num_experts_per_tok", where, minimum=1) if has_moe else 0,
+        "norm_topk_prob": True if arch == "qwen3_5_moe" else bool(c.get("norm_topk_prob", arch == "qwen3_next")),
+        "moe_intermediate_size": _int(c, "moe_intermediate_size", where, minimum=1) if has_moe else 0,
+        "shared_expert_intermediate_size": (
+            _int(c, "shared_expert_intermediate_size", where, 0) if (has_moe and arch != "qwen3_moe") else 0
+        ),
+        "intermediate_size": _int(c, "intermediate_size", where, minimum=1) if has_dense else 0,
+        "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
+        "max_position_embeddings": _int(c, "max_position_embeddings", where, 32768, minimum=1),
+    }
+    if has_moe and spec["top_k"] > n_exp:
+        raise ModelError(f"{where}: num_experts_per_tok ({spec['top_k']}) exceeds num_experts ({n_exp})")
+    if has_linear and spec["linear_num_value_heads"] % spec["linear_num_key_heads"]:
+        raise ModelError(f"{where}: linear_num_value_heads is not a multiple of linear_num_key_heads")
+    return spec
+
+
+def read_config(folder: str) -> tuple[dict, dict]:
+    """(raw config dict, normalised spec) of a checkpoint folder."""
+    path = os.path.join(folder, "config.json")
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no config.json in the model folder") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelError(f"{path}: not valid JSON ({e})") from None
+    return raw, normalize(raw, where=path)
+
+
+def required_tensors(spec: dict, *, experts: bool = True) -> dict[str, tuple[int, ...]]:
+    """Canonical tensor name -> expected shape for a spec (experts per (layer, expert))."""
+    H, V = spec["hidden_size"], spec["vocab_size"]
+    req: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, H), "norm.weight": (H,)}
+    if not spec["tie_word_embeddings"]:
+        req["lm_head.weight"] = (V, H)
+    nk, nv = spec["linear_num_key_heads"], spec["linear_num_value_heads"]
+    dk, dv = spec["linear_key_head_dim"], spec["linear_value_head_dim"]
+    kd, vd = nk * dk, nv * dv
+    hd, nh, nkv = spec["head_dim"], spec["num_heads"], spec["num_kv_heads"]
+    for l in range(spec["num_layers"]):
+        p = f"layers.{l}."
+        req[p + "input_layernorm.weight"] = (H,)
+        req[p + "post_attention_layernorm.weight"] = (H,)
+        if spec["layer_linear"][l]:
+            a = p + "linear_attn."
+            if spec["gdn_fused"]:
+                req[a + "in_proj_qkvz.weight"] = (2 * kd + 2 * vd, H)
+                req[a + "in_proj_ba.weight"] = (2 * nv, H)
+            else:
+                req[a + "in_proj_qkv.weight"] = (2 * kd + vd, H)
+                req[a + "in_proj_z.weight"] = (vd, H)
+                req[a + "in_proj_b.weight"] = (nv, H)
+                req[a + "in_proj_a.weight"] = (nv, H)
+            req[a + "conv1d.weight"] = (2 * kd + vd, 1, spec["linear_conv_kernel"])
+            req[a + "A_log"] = (nv,)
+            req[a + "dt_bias"] = (nv,)
+            req[a + "norm.weight"] = (dv,)
+            req[a + "out_proj.weight"] = (H, vd)
+        else:
+            a = p + "self_attn."
+            req[a + "q_proj.weight"] = (nh * hd * (2 if spec["attn_gated"] else 1), H)
+            req[a + "k_proj.weight"] = (nkv * hd, H)
+            req[a + "v_proj.weight"] = (nkv * hd, H)
+            req[a + "o_proj.weight"] = (H, nh * hd)
+            req[a + "q_norm.weight"] = (hd,)
+            req[a + "k_norm.weight"] = (hd,)
+            if spec["attn_bias"]:
+                req[a + "q_proj.bias"] = (req[a + "q_proj.weight"][0],)
+                req[a + "k_proj.bias"] = (nkv * hd,)
+                req[a + "v_proj.bias"] = (nkv * hd,)
+                req[a + "o_proj.bias"] = (H,)
+        m = p + "mlp."
+        if spec["layer_moe"][l]:
+            req[m + "gate.weight"] = (spec["num_experts"], H)
+            si = spec["shared_expert_intermediate_size"]
+            if si:
+                req[m + "shared_expert.gate_proj.weight"] = (si, H)
+                req[m + "shared_expert.up_proj.weight"] = (si, H)
+                req[m + "shared_expert.down_proj.weight"] = (H, si)
+                req[m + "shared_expert_gate.weight"] = (1, H)
+            if experts:
+                I = spec["moe_intermediate_size"]
+                for e in range(spec["num_experts"]):
+                    req[f"{m}experts.{e}.gate_proj.weight"] = (I, H)
+                    req[f"{m}experts.{e}.up_proj.weight"] = (I, H)
+                    req[f"{m}experts.{e}.down_proj.weight"] = (H, I)
+        else:
+            I = spec["intermediate_size"]
+            req[m + "gate_proj.weight"] = (I, H)
+            req[m + "up_proj.weight"] = (I, H)
+            req[m + "down_proj.weight"] = (H, I)
+    return req

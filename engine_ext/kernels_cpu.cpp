@@ -1,0 +1,262 @@
+#include "kernels_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define STRATA_AVX512 1
+#endif
+
+namespace strata {
+
+float bf16_to_f32(uint16_t v) {
+    uint32_t u = uint32_t(v) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+float f16_to_f32(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t mant = h & 0x3ff;
+    uint32_t u;
+    if (exp == 0) {
+        if (mant == 0) {
+            u = sign;
+        } else {  // subnormal
+            int e = -1;
+            do {
+                ++e;
+                mant <<= 1;
+            } while ((mant & 0x400) == 0);
+            mant &= 0x3ff;
+            u = sign | (uint32_t(127 - 15 - e) << 23) | (mant << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (mant << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+#ifdef STRATA_AVX512
+
+namespace {
+
+inline __m512 loadw(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 loadw(const uint16_t* p) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 loadw_mask(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 loadw_mask(const uint16_t* p, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// RB weight rows x TB input rows. The per-element order: acc0 takes 16-chunks 0,2,4..,
+// acc1 takes chunks 1,3,5..; a leftover full chunk goes to acc0, a masked tail to acc1;
+// result = reduce(acc0 + acc1).
+template <int RB, int TB, typename WT>
+inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const float* bias,
+                 float* Y, int ldy, int r) {
+    __m512 a0[RB][TB], a1[RB][TB];
+    for (int i = 0; i < RB; ++i)
+        for (int t = 0; t < TB; ++t) {
+            a0[i][t] = _mm512_setzero_ps();
+            a1[i][t] = _mm512_setzero_ps();
+        }
+    const WT* w[RB];
+    for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
+    int k = 0;
+    for (; k + 32 <= cols; k += 32) {
+        __m512 x0[TB], x1[TB];
+        for (int t = 0; t < TB; ++t) {
+            x0[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k);
+            x1[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k + 16);
+        }
+        for (int i = 0; i < RB; ++i) {
+            __m512 wa = loadw(w[i] + k);
+            __m512 wb = loadw(w[i] + k + 16);
+            for (int t = 0; t < TB; ++t) {
+                a0[i][t] = _mm512_fmadd_ps(wa, x0[t], a0[i][t]);
+                a1[i][t] = _mm512_fmadd_ps(wb, x1[t], a1[i][t]);
+            }
+        }
+    }
+    if (k + 16 <= cols) {
+        for (int i = 0; i < RB; ++i) {
+            __m512 wa = loadw(w[i] + k);
+            for (int t = 0; t < TB; ++t)
+                a0[i][t] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(X + size_t(t) * ldx + k), a0[i][t]);
+        }
+        k += 16;
+    }
+    if (k < cols) {
+        __mmask16 m = __mmask16((1u << (cols - k)) - 1u);
+        for (int i = 0; i < RB; ++i) {
+            __m512 wa = loadw_mask(w[i] + k, m);
+            for (int t = 0; t < TB; ++t)
+                a1[i][t] = _mm512_fmadd_ps(wa, _mm512_maskz_loadu_ps(m, X + size_t(t) * ldx + k),
+                                           a1[i][t]);
+        }
+    }
+    for (int i = 0; i < RB; ++i)
+        for (int t = 0; t < TB; ++t) {
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][t], a1[i][t]));
+            if (bias) s += bias[r + i];
+            Y[size_t(t) * ldy + r + i] = s;
+        }
+}
+
+template <typename WT>
+void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int cols,
+                    const float* bias, float* Y, int ldy, int r0, int r1) {
+    int r = r0;
+    if (T == 1) {
+        for (; r + 4 <= r1; r += 4) tile<4, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
+        for (; r < r1; ++r) tile<1, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
+        return;
+    }
+    // weight rows outer, input rows inner: each weight block is read from memory once and
+    // reused from L1 for every input row
+    for (; r + 2 <= r1; r += 2) {
+        int t = 0;
+        for (; t + 4 <= T; t += 4)
+            tile<2, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+        for (; t + 2 <= T; t += 2)
+            tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+        for (; t < T; ++t)
+            tile<2, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+    }
+    for (; r < r1; ++r)
+        for (int t = 0; t < T; ++t)
+            tile<1, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int n) {
+    float y;
+    tile<1, 1>(a, 0, b, 0, n, nullptr, &y, 0, 0);
+    return y;
+}
+
+#else  // scalar fallback with the same two-accumulator structure (16 lanes each)
+
+namespace {
+inline float ldw(const float* p) { return *p; }
+inline float ldw(const uint16_t* p) { return bf16_to_f32(*p); }
+
+template <typename WT>
+float dot_one(const float* x, const WT* w, int cols) {
+    float a0[16] = {0}, a1[16] = {0};
+    int k = 0;
+    for (; k + 32 <= cols; k += 32)
+        for (int l = 0; l < 16; ++l) {
+            a0[l] = std::fma(ldw(w + k + l), x[k + l], a0[l]);
+            a1[l] = std::fma(ldw(w + k + 16 + l), x[k + 16 + l], a1[l]);
+        }
+    if (k + 16 <= cols) {
+        for (int l = 0; l < 16; ++l) a0[l] = std::fma(ldw(w + k + l), x[k + l], a0[l]);
+        k += 16;
+    }
+    for (int l = 0; k + l < cols; ++l) a1[l] = std::fma(ldw(w + k + l), x[k + l], a1[l]);
+    float s[16];
+    for (int l = 0; l < 16; ++l) s[l] = a0[l] + a1[l];
+    for (int h = 8; h >= 1; h /= 2)
+        for (int l = 0; l < h; ++l) s[l] = s[l] + s[l + h];
+    return s[0];
+}
+
+template <typename WT>
+void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw_, int cols,
+                    const float* bias, float* Y, int ldy, int r0, int r1) {
+    for (int r = r0; r < r1; ++r)
+        for (int t = 0; t < T; ++t) {
+            float s = dot_one(X + size_t(t) * ldx, W + size_t(r) * ldw_, cols);
+            if (bias) s += bias[r];
+            Y[size_t(t) * ldy + r] = s;
+        }
+}
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int n) { return dot_one(a, b, n); }
+
+#endif
+
+void matmul_range(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y,
+                  int ldy, int r0, int r1) {
+    if (T <= 0 || r1 <= r0) return;
+    if (W.dtype == DType::F32)
+        matmul_range_t(X, T, ldx, static_cast<const float*>(W.data), W.cols, W.cols, bias, Y, ldy,
+                       r0, r1);
+    else if (W.dtype == DType::BF16)
+        matmul_range_t(X, T, ldx, static_cast<const uint16_t*>(W.data), W.cols, W.cols, bias, Y,
+                       ldy, r0, r1);
+    else
+        throw std::runtime_error("matmul: f16 weights must be converted at load");
+}
+
+void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
+    // Split every job into blocks of output rows; the block size depends only on the job's
+    // shape and the thread count (never on which rows are computed together).
+    struct Task {
+        int job, r0, r1;
+    };
+    std::vector<Task> tasks;
+    int64_t total = 0;
+    for (const auto& j : jobs) total += int64_t(j.W.rows) * j.W.cols * std::max(1, j.T);
+    int nthreads = pool.size();
+    // aim for ~4 tasks per thread overall, blocks of a multiple of 4 rows
+    for (int ji = 0; ji < int(jobs.size()); ++ji) {
+        const auto& j = jobs[ji];
+        if (j.T <= 0 || j.W.rows <= 0) continue;
+        int64_t work = int64_t(j.W.rows) * j.W.cols * std::max(1, j.T);
+        int nb = 1;
+        if (nthreads > 1 && total > 32768) {
+            nb = int((work * nthreads * 4 + total - 1) / total);
+            nb = std::max(1, std::min(nb, (j.W.rows + 3) / 4));
+        }
+        int per = ((j.W.rows + nb - 1) / nb + 3) / 4 * 4;
+        for (int r = 0; r < j.W.rows; r += per) tasks.push_back({ji, r, std::min(j.W.rows, r + per)});
+    }
+    if (tasks.empty()) return;
+    auto fn = [&](int i) {
+        const Task& tk = tasks[i];
+        const MatJob& j = jobs[tk.job];
+        matmul_range(j.X, j.T, j.ldx, j.W, j.bias, j.Y, j.ldy, tk.r0, tk.r1);
+    };
+    if (nthreads == 1 || total <= 32768 || tasks.size() == 1) {
+        for (int i = 0; i < int(tasks.size()); ++i) fn(i);
+    } else {
+        pool.parallel_for(int(tasks.size()), fn);
+    }
+}
+
+void row_to_f32(const MatView& W, int row, float* out) {
+    if (W.dtype == DType::F32) {
+        std::memcpy(out, static_cast<const float*>(W.data) + size_t(row) * W.cols, sizeof(float) * W.cols);
+    } else if (W.dtype == DType::BF16) {
+        const uint16_t* p = static_cast<const uint16_t*>(W.data) + size_t(row) * W.cols;
+        for (int i = 0; i < W.cols; ++i) out[i] = bf16_to_f32(p[i]);
+    } else {
+        const uint16_t* p = static_cast<const uint16_t*>(W.data) + size_t(row) * W.cols;
+        for (int i = 0; i < W.cols; ++i) out[i] = f16_to_f32(p[i]);
+    }
+}
+
+void rmsnorm_row(const float* x, const float* w, float eps, int n, float* out) {
+    double ss = 0;
+    for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+    float inv = 1.0f / std::sqrt(float(ss / n) + eps);
+    for (int i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
+}
+
+}  // namespace strata
