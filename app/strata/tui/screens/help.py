@@ -29,9 +29,10 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
-            yield Static("[b]strata keys[/b]  remap any id in the config file's [keys] table, "
-                         "e.g. [i]\"chat.save\" = \"ctrl+w\"[/i]", id="help-title")
-            yield Static(help_table(self.app._keymap), id="help-table")  # type: ignore[attr-defined]
+            yield Static("[b]strata keys[/b]  remap any id in the config file's \\[keys] table, "
+                         "e.g. [i]\"chat.save\" = \"f9\"[/i]", id="help-title")
+            self.table = help_table(self.app._keymap)  # type: ignore[attr-defined]
+            yield Static(self.table, id="help-table")
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -1,0 +1,132 @@
+"""The numbers behind the TUI panels, the settings strip's parser, the keymap and the diff
+rendering, checked without a terminal."""
+from __future__ import annotations
+
+import pytest
+
+from strata.edit import diff_hunks
+from strata.protocol import GenerationSettings, WindowStats
+from strata.tui.keymap import ALL_KEYS, parse_keymap
+from strata.tui.telemetry import (ExpertHeat, TelemetryLog, bucket_means, percentile, ratio,
+                                  summarize_windows)
+from strata.tui.widgets.diff_view import render_hunks
+from strata.tui.widgets.heatmap import binned, gradient
+from strata.tui.widgets.settings_strip import parse_settings
+
+
+def win(T=1, drafted=0, accept=0, emitted=1, us=1000.0, **kw) -> WindowStats:
+    return WindowStats(T=T, n_drafted=drafted, n_accept=accept, keep=emitted, emitted=emitted,
+                       window_us=us, **kw)
+
+
+def test_ratio_and_percentile_guard_empty_input():
+    assert ratio(3, 0) == 0.0
+    assert percentile([], 50) == 0.0
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert percentile(list(range(1, 101)), 95) == 95
+
+
+def test_bucket_means_average_rather_than_take_the_max():
+    values = [0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    assert bucket_means(values, 3) == [0.5, 0.5, 0.0]
+    assert bucket_means(values, 10) == values
+    assert bucket_means([], 4) == []
+
+
+def test_summary_of_windows():
+    stats = [win(T=4, drafted=3, accept=3, emitted=4, us=2000.0),
+             win(T=4, drafted=3, accept=1, emitted=2, us=2000.0),
+             win(T=1, emitted=1, us=1000.0)]
+    s = summarize_windows(stats, prefill_s=0.005)
+    assert s.windows == 3 and s.tokens == 7
+    assert s.acceptance == pytest.approx(4 / 6)
+    assert s.mean_keep == pytest.approx(7 / 3)
+    assert s.tokens_per_s == pytest.approx(7 / 0.010)
+    assert s.t_hist == {1: 1, 4: 2}
+    assert s.p50_ms == 2.0 and s.p95_ms == 2.0
+    assert summarize_windows([]).tokens_per_s == 0.0
+
+
+def test_expert_heat_decays_and_marks_long_unused_experts_cold():
+    heat = ExpertHeat(decay=0.5)
+    heat.add(win(experts=[[0, 1], [2]], union_per_layer=[2, 1], cold_misses=3))
+    assert heat.n_layers == 2 and heat.n_experts == 3
+    assert heat.cold == {(0, 0), (0, 1), (1, 2)}      # all new
+    heat.add(win(experts=[[0, 5], [2]], cold_misses=1))
+    assert heat.n_experts == 6
+    assert heat.cold == {(0, 5)}                      # 0 and 2 were used just before
+    assert heat.heat[0, 0] == pytest.approx(1.5)      # 1 * 0.5 + 1
+    assert heat.heat[0, 1] == pytest.approx(0.5)
+    heat.add(win(experts=[[0], [2]], cold_misses=0))
+    assert heat.cold == set()                         # no misses reported: nothing is cold
+    assert heat.hottest(0, 2)[0][0] == 0
+
+
+def test_telemetry_log_io_deltas_cover_the_last_interval_only():
+    log = TelemetryLog(interval_windows=2)
+    for i in range(5):
+        log.add(win(hits=10, cold_misses=i, bytes_read=100, cache_slots_used=i, cache_slots_total=8))
+    assert log.io_totals()["hits"] == 50
+    assert log.io_interval()["cold_misses"] == 3 + 4
+    assert log.hit_rate() == pytest.approx(50 / 60)
+    assert log.occupancy() == (4, 8)
+    assert log.offered_kept(2) == [(0, 0), (0, 0)]
+    v = log.version
+    log.clear()
+    assert log.windows == [] and log.version > v
+
+
+def test_heatmap_binning_uses_means_and_keeps_cold_marks():
+    import numpy as np
+
+    heat = np.zeros((4, 8))
+    heat[0, 0] = 1.0
+    values, marks, lbins = binned(heat, {(3, 7)}, rows=2, cols=4)
+    assert values.shape == (2, 4)
+    assert values[0, 0] == pytest.approx(1.0 / 4)     # mean of a 2x2 bin
+    assert marks[1, 3] and marks.sum() == 1
+    assert lbins == [(0, 2), (2, 4)]
+    assert gradient(0.0) != gradient(1.0)
+
+
+def test_parse_settings_accepts_valid_fields_and_names_the_bad_one():
+    base = GenerationSettings()
+    s = parse_settings(base, False, "5", "0.7", "42")
+    assert (s.draft, s.max_draft, s.temperature, s.seed) == ("none", 5, 0.7, 42)
+    assert parse_settings(base, True, "auto", "0", "0").max_draft is None
+    with pytest.raises(ValueError, match="max draft"):
+        parse_settings(base, True, "99", "0", "0")
+    with pytest.raises(ValueError, match="temperature"):
+        parse_settings(base, True, "3", "hot", "0")
+    with pytest.raises(ValueError, match="seed"):
+        parse_settings(base, True, "3", "0", "-1")
+
+
+def test_every_binding_has_an_id_and_a_tooltip_and_ids_are_unique():
+    ids = [k.id for keys in ALL_KEYS.values() for k in keys]
+    assert len(ids) == len(set(ids))
+    for keys in ALL_KEYS.values():
+        for k in keys:
+            assert k.tooltip and k.binding().id == k.id
+    review = {k.id: k.key for k in ALL_KEYS["edit review"]}
+    assert [review[f"review.{n}"] for n in ("accept", "reject", "edit-again", "undo", "next-hunk", "prev-hunk")] \
+        == ["a", "r", "e", "u", "j", "k"]
+
+
+def test_parse_keymap_rejects_unknown_ids():
+    assert parse_keymap({"chat.save": "ctrl+w"}) == {"chat.save": "ctrl+w"}
+    with pytest.raises(ValueError, match="chat.nope"):
+        parse_keymap({"chat.nope": "x"})
+    with pytest.raises(ValueError, match="non-empty"):
+        parse_keymap({"chat.save": ""})
+
+
+def test_render_hunks_marks_the_current_hunk_and_records_its_row():
+    old = "".join(f"line {i}\n" for i in range(20))
+    new = old.replace("line 2\n", "LINE 2\n").replace("line 17\n", "LINE 17\n")
+    hunks = diff_hunks(old, new)
+    text, rows = render_hunks(hunks, current=1)
+    assert len(hunks) == 2 and rows[0] == 0 and rows[1] > rows[0]
+    lines = text.plain.splitlines()
+    assert lines[rows[1]].startswith("\u25b6 @@") and "hunk 2/2" in lines[rows[1]]
+    assert "- line 2" in lines and "+ LINE 2" in lines
