@@ -205,8 +205,16 @@ Draft Decoder::peek_draft(DrafterKind kind, int max_tokens, int min_match) {
     return d ? d->propose(max_tokens, min_match) : Draft{};
 }
 
-DecodeResult Decoder::generate(const std::vector<int32_t>& prompt, const DecodeSettings& s,
-                               const WindowCallback& cb) {
+bool Decoder::is_stop(int32_t t) const {
+    return std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(), t) != settings_.stop_ids.end();
+}
+
+void Decoder::stop(const std::string& reason) {
+    if (active_ && gen_.stop_reason.empty()) gen_.stop_reason = reason;
+    active_ = false;
+}
+
+std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const DecodeSettings& s, WindowTelemetry* tel) {
     if (s.max_new < 0) throw std::invalid_argument("max_new must be >= 0");
     if (s.min_match < 1) throw std::invalid_argument("min_match must be >= 1");
     if (s.max_draft > LengthController::kMaxDraft)
@@ -229,122 +237,127 @@ DecodeResult Decoder::generate(const std::vector<int32_t>& prompt, const DecodeS
         if (t < 0 || t >= V)
             throw std::invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary (" +
                                         std::to_string(V) + ")");
-
-    DecodeResult res;
+    settings_ = s;
+    gen_ = DecodeResult{};
+    active_ = false;
     sampler_.reset(s.sampling);
-    auto is_stop = [&](int32_t t) { return std::find(s.stop_ids.begin(), s.stop_ids.end(), t) != s.stop_ids.end(); };
 
     // prefill, chunked; only the last row's logits matter
     const auto t_prefill = Clock::now();
     const int64_t prefill_pos0 = m.pos();
-    const float* last_row = nullptr;
+    std::vector<int32_t> out;
     for (size_t off = 0; off < input.size(); off += kPrefillChunk) {
         const int n = int(std::min<size_t>(kPrefillChunk, input.size() - off));
         const float* logits = m.run(input.data() + off, n);
-        last_row = logits + size_t(n - 1) * V;
         if (off + n == input.size() && s.max_new > 0) {
             // sample before commit: the logits stay valid until the next run
-            const int32_t first = sampler_.sample(last_row, V, m.pos() + n, nullptr, 0);
-            m.commit(n);
-            res.tokens.push_back(first);
-        } else {
-            m.commit(n);
+            out.push_back(sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0));
         }
+        m.commit(n);
     }
     pending_.clear();
     history_.insert(history_.end(), prompt.begin(), prompt.end());
-    res.prefill_us = us_since(t_prefill);
-    res.n_prefill = int64_t(input.size());
+    gen_.prefill_us = us_since(t_prefill);
+    gen_.n_prefill = int64_t(input.size());
+    WindowTelemetry t{};
+    t.pos0 = prefill_pos0;
+    t.window_us = gen_.prefill_us;
     if (s.max_new == 0) {
-        res.stop_reason = "max_new";
-        return res;
-    }
-    {
-        const int32_t first = res.tokens.back();
+        gen_.stop_reason = "max_new";
+    } else {
+        const int32_t first = out.front();
         sampler_.accept(first);
         history_.push_back(first);
         pending_.assign(1, first);
-        WindowTelemetry t{};
-        t.pos0 = prefill_pos0;
-        t.T = 0;  // no decode window: the token came from the prefill
-        t.emitted = 1;
-        t.window_us = res.prefill_us;
-        if (is_stop(first)) res.stop_reason = "eos";
-        else if (s.max_new == 1) res.stop_reason = "max_new";
-        if (cb && !cb(res.tokens, t) && res.stop_reason.empty()) res.stop_reason = "stopped";
-        if (!res.stop_reason.empty()) return res;
+        gen_.tokens.push_back(first);
+        t.emitted = 1;  // T = 0: no decode window, the token came from the prefill
+        if (is_stop(first)) gen_.stop_reason = "eos";
+        else if (s.max_new == 1) gen_.stop_reason = "max_new";
+        else if (m.pos() >= limit) gen_.stop_reason = "context";
     }
+    active_ = gen_.stop_reason.empty();
+    if (tel) *tel = t;
+    return out;
+}
 
+std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
+    if (!active_) throw WindowError("no generation in progress (call start first)");
+    WindowModel& m = *model_;
+    const DecodeSettings& s = settings_;
+    const int V = m.vocab();
+    const int remaining = s.max_new - int(gen_.tokens.size());
+    const int64_t pos0 = m.pos();
+    const int64_t room = m.context_limit() - pos0;
+    const auto t0 = Clock::now();
+    const int t_cap = int(std::min<int64_t>({int64_t(remaining), room, int64_t(LengthController::kMaxT)}));
     const bool drafting = s.drafter != DrafterKind::none && s.max_draft != 0;
-    std::vector<int32_t> window, outs;
-    for (;;) {
-        const int remaining = s.max_new - int(res.tokens.size());
-        if (remaining <= 0) {
-            res.stop_reason = "max_new";
-            break;
-        }
-        const int64_t pos0 = m.pos();
-        const int64_t room = limit - pos0;
-        if (room < 1) {
-            res.stop_reason = "context";
-            break;
-        }
-        const auto t0 = Clock::now();
-        const int t_cap = int(std::min<int64_t>({int64_t(remaining), room, int64_t(LengthController::kMaxT)}));
-        window.assign(1, pending_.back());
-        Draft d;
-        int n_draft = 0;
-        if (drafting && t_cap > 1) {
-            const int ask = s.max_draft > 0 ? std::min(s.max_draft, t_cap - 1) : t_cap - 1;
-            d = drafter(s.drafter)->propose(ask, s.min_match);
-            const int avail = int(d.tokens.size());
-            n_draft = s.max_draft > 0 ? avail : controller_.choose(d.match_len, avail);
-            window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
-        }
-        const int T = int(window.size());
-        const float* logits = m.run(window.data(), T);
-        outs.clear();
-        bool eos = false;
-        int matched = 0;
-        for (int i = 0; i < T; ++i) {
-            const int32_t o = sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i);
-            outs.push_back(o);
-            const bool hit = i + 1 < T && o == window[i + 1];
-            if (hit) ++matched;
-            if (is_stop(o)) {
-                eos = true;
-                break;
-            }
-            if (!hit) break;
-        }
-        const int keep = int(outs.size());
-        m.commit(keep);
-        for (int32_t o : outs) sampler_.accept(o);
-        history_.insert(history_.end(), outs.begin(), outs.end());
-        pending_.assign(1, outs.back());
-        res.tokens.insert(res.tokens.end(), outs.begin(), outs.end());
-
-        WindowTelemetry t = m.last_telemetry();
-        t.pos0 = pos0;
-        t.T = T;
-        t.n_drafted = n_draft;
-        t.n_accept = keep - 1;
-        t.keep = keep;
-        t.emitted = keep;
-        t.match_len = d.match_len;
-        t.drafter = drafting ? int(s.drafter) : 0;
-        t.window_us = us_since(t0);
-        controller_.observe_cost(T, t.window_us);
-        if (n_draft > 0) {
-            // positions up to the first mismatch have a verdict; an EOS hides the ones after it
-            const int observed = std::min(n_draft, eos ? matched : matched + 1);
-            controller_.observe_drafts(d.match_len, observed, matched);
-        }
-        if (eos) res.stop_reason = "eos";
-        if (cb && !cb(outs, t) && res.stop_reason.empty()) res.stop_reason = "stopped";
-        if (!res.stop_reason.empty()) break;
+    std::vector<int32_t> window(1, pending_.back());
+    Draft d;
+    int n_draft = 0;
+    if (drafting && t_cap > 1) {
+        const int ask = s.max_draft > 0 ? std::min(s.max_draft, t_cap - 1) : t_cap - 1;
+        d = drafter(s.drafter)->propose(ask, s.min_match);
+        const int avail = int(d.tokens.size());
+        n_draft = s.max_draft > 0 ? avail : controller_.choose(d.match_len, avail);
+        window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
     }
-    return res;
+    const int T = int(window.size());
+    const float* logits = m.run(window.data(), T);
+    std::vector<int32_t> outs;
+    bool eos = false;
+    int matched = 0;
+    for (int i = 0; i < T; ++i) {
+        const int32_t o = sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i);
+        outs.push_back(o);
+        const bool hit = i + 1 < T && o == window[i + 1];
+        if (hit) ++matched;
+        if (is_stop(o)) {
+            eos = true;
+            break;
+        }
+        if (!hit) break;
+    }
+    const int keep = int(outs.size());
+    m.commit(keep);
+    for (int32_t o : outs) sampler_.accept(o);
+    history_.insert(history_.end(), outs.begin(), outs.end());
+    pending_.assign(1, outs.back());
+    gen_.tokens.insert(gen_.tokens.end(), outs.begin(), outs.end());
+
+    WindowTelemetry t = m.last_telemetry();
+    t.pos0 = pos0;
+    t.T = T;
+    t.n_drafted = n_draft;
+    t.n_accept = keep - 1;
+    t.keep = keep;
+    t.emitted = keep;
+    t.match_len = d.match_len;
+    t.drafter = drafting ? int(s.drafter) : 0;
+    t.window_us = us_since(t0);
+    controller_.observe_cost(T, t.window_us);
+    if (n_draft > 0) {
+        // positions up to the first mismatch have a verdict; an EOS hides the ones after it
+        const int observed = std::min(n_draft, eos ? matched : matched + 1);
+        controller_.observe_drafts(d.match_len, observed, matched);
+    }
+    if (eos) gen_.stop_reason = "eos";
+    else if (int(gen_.tokens.size()) >= s.max_new) gen_.stop_reason = "max_new";
+    else if (m.pos() >= m.context_limit()) gen_.stop_reason = "context";
+    active_ = gen_.stop_reason.empty();
+    if (tel) *tel = t;
+    return outs;
+}
+
+DecodeResult Decoder::generate(const std::vector<int32_t>& prompt, const DecodeSettings& s,
+                               const WindowCallback& cb) {
+    WindowTelemetry t;
+    std::vector<int32_t> out = start(prompt, s, &t);
+    if (!out.empty() && cb && !cb(out, t)) stop();
+    while (active_) {
+        out = step(&t);
+        if (cb && !cb(out, t)) stop();
+    }
+    return gen_;
 }
 
 }  // namespace strata

@@ -77,6 +77,17 @@ public:
     // feeds it first, so turns continue exactly where the previous one stopped.
     DecodeResult generate(const std::vector<int32_t>& prompt, const DecodeSettings& s, const WindowCallback& cb);
 
+    // The same loop one window at a time (what a Python iterator drives). `start` prefills and
+    // emits the first token (telemetry T = 0: no decode window ran); each `step` runs one window.
+    // Both return the emitted tokens; `stop_reason()` is non-empty once the generation is over.
+    std::vector<int32_t> start(const std::vector<int32_t>& prompt, const DecodeSettings& s, WindowTelemetry* t);
+    std::vector<int32_t> step(WindowTelemetry* t);
+    // End the generation early (between windows); the state is already committed.
+    void stop(const std::string& reason = "stopped");
+    bool active() const { return active_; }
+    const std::string& stop_reason() const { return gen_.stop_reason; }
+    const DecodeResult& result() const { return gen_; }
+
     // Every token of the session: the engine's committed tokens followed by the pending ones.
     const std::vector<int32_t>& history() const { return history_; }
     const std::vector<int32_t>& pending() const { return pending_; }
@@ -99,6 +110,11 @@ private:
     std::vector<int32_t> history_, pending_;
     std::vector<std::vector<int32_t>> documents_;
     std::unique_ptr<Drafter> drafters_[3];
+    // the generation in progress
+    DecodeSettings settings_;
+    DecodeResult gen_;
+    bool active_ = false;
+    bool is_stop(int32_t t) const;
 };
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "decode.h"
@@ -41,6 +42,38 @@ const char* drafter_name(int kind) {
         case 2: return "suffix";
         default: return "none";
     }
+}
+
+DecodeSettings settings_from(const py::kwargs& kw) {
+    static const char* known[] = {"max_new", "temperature", "top_k", "top_p", "repetition_penalty",
+                                  "presence_penalty", "frequency_penalty", "seed", "drafter", "max_draft",
+                                  "min_match", "stop_ids"};
+    for (auto item : kw) {
+        const std::string k = py::str(item.first);
+        if (std::find(std::begin(known), std::end(known), k) == std::end(known))
+            throw py::type_error("unknown decode setting '" + k + "'");
+    }
+    auto get = [&](const char* k) -> py::object { return kw.contains(k) ? py::object(kw[k]) : py::none(); };
+    DecodeSettings s;
+    if (auto v = get("max_new"); !v.is_none()) s.max_new = v.cast<int>();
+    if (auto v = get("temperature"); !v.is_none()) s.sampling.temperature = v.cast<float>();
+    if (auto v = get("top_k"); !v.is_none()) s.sampling.top_k = v.cast<int>();
+    if (auto v = get("top_p"); !v.is_none()) s.sampling.top_p = v.cast<float>();
+    if (auto v = get("repetition_penalty"); !v.is_none()) s.sampling.repetition_penalty = v.cast<float>();
+    if (auto v = get("presence_penalty"); !v.is_none()) s.sampling.presence_penalty = v.cast<float>();
+    if (auto v = get("frequency_penalty"); !v.is_none()) s.sampling.frequency_penalty = v.cast<float>();
+    if (auto v = get("seed"); !v.is_none()) s.sampling.seed = v.cast<uint64_t>();
+    if (auto v = get("drafter"); !v.is_none()) s.drafter = drafter_kind(v.cast<std::string>());
+    if (auto v = get("max_draft"); !v.is_none()) {
+        s.max_draft = v.cast<int>();
+        if (s.max_draft < 0) throw py::value_error("max_draft must be >= 0 or None (adaptive)");
+    }
+    if (auto v = get("min_match"); !v.is_none()) s.min_match = v.cast<int>();
+    if (auto v = get("stop_ids"); !v.is_none()) s.stop_ids = to_ids(v);
+    if (s.sampling.top_k < 0) throw py::value_error("top_k must be >= 0");
+    if (!(s.sampling.top_p > 0.f)) throw py::value_error("top_p must be > 0");
+    if (!(s.sampling.repetition_penalty > 0.f)) throw py::value_error("repetition_penalty must be > 0");
+    return s;
 }
 
 }  // namespace
@@ -195,24 +228,8 @@ void register_decode(py::module_& m) {
         .def(py::init<std::shared_ptr<WindowModel>>(), py::arg("model"))
         .def(
             "generate",
-            [](Decoder& dec, py::object prompt, int max_new, float temperature, int top_k, float top_p,
-               float repetition_penalty, float presence_penalty, float frequency_penalty, uint64_t seed,
-               const std::string& drafter, py::object max_draft, int min_match, py::object stop_ids,
-               py::object callback) {
-                 DecodeSettings s;
-                 s.max_new = max_new;
-                 s.sampling.temperature = temperature;
-                 s.sampling.top_k = top_k;
-                 s.sampling.top_p = top_p;
-                 s.sampling.repetition_penalty = repetition_penalty;
-                 s.sampling.presence_penalty = presence_penalty;
-                 s.sampling.frequency_penalty = frequency_penalty;
-                 s.sampling.seed = seed;
-                 s.drafter = drafter_kind(drafter);
-                 s.max_draft = max_draft.is_none() ? -1 : py::cast<int>(max_draft);
-                 if (!max_draft.is_none() && s.max_draft < 0) throw py::value_error("max_draft must be >= 0 or None");
-                 s.min_match = min_match;
-                 s.stop_ids = stop_ids.is_none() ? std::vector<int32_t>{} : to_ids(stop_ids);
+            [](Decoder& dec, py::object prompt, py::object callback, py::kwargs kw) {
+                 const DecodeSettings s = settings_from(kw);
                  const auto ids = to_ids(prompt);
                  // The loop runs without the GIL; the callback takes it, and so does the check for
                  // Ctrl-C between windows. Either one raising ends the loop with the state committed.
@@ -238,11 +255,46 @@ void register_decode(py::module_& m) {
                  out["n_prefill"] = r.n_prefill;
                  return out;
              },
-             py::arg("prompt"), py::kw_only(), py::arg("max_new") = 256, py::arg("temperature") = 0.f,
-             py::arg("top_k") = 0, py::arg("top_p") = 1.f, py::arg("repetition_penalty") = 1.f,
-             py::arg("presence_penalty") = 0.f, py::arg("frequency_penalty") = 0.f, py::arg("seed") = 0,
-             py::arg("drafter") = "suffix", py::arg("max_draft") = py::none(), py::arg("min_match") = 4,
-             py::arg("stop_ids") = py::none(), py::arg("callback") = py::none())
+             py::arg("prompt"), py::kw_only(), py::arg("callback") = py::none(),
+             "generate(prompt, *, max_new=256, temperature=0, top_k=0, top_p=1, repetition_penalty=1, "
+             "presence_penalty=0, frequency_penalty=0, seed=0, drafter='suffix', max_draft=None, "
+             "min_match=4, stop_ids=None, callback=None) -> {tokens, stop_reason, prefill_us, n_prefill}. "
+             "callback(tokens, stats) after every window; returning False stops.")
+        .def(
+            "start",
+            [](Decoder& dec, py::object prompt, py::kwargs kw) {
+                 const DecodeSettings s = settings_from(kw);
+                 const auto ids = to_ids(prompt);
+                 WindowTelemetry t;
+                 std::vector<int32_t> out;
+                 {
+                     py::gil_scoped_release nogil;
+                     out = dec.start(ids, s, &t);
+                 }
+                 return py::make_tuple(out, telemetry_dict(t));
+             },
+             py::arg("prompt"),
+             "prefill and emit the first token: -> (tokens, stats); settings as for generate")
+        .def(
+            "step",
+            [](Decoder& dec) {
+                 WindowTelemetry t;
+                 std::vector<int32_t> out;
+                 {
+                     py::gil_scoped_release nogil;
+                     out = dec.step(&t);
+                 }
+                 return py::make_tuple(out, telemetry_dict(t));
+             },
+             "run one window: -> (tokens, stats)")
+        .def("stop", &Decoder::stop, py::arg("reason") = "stopped")
+        .def_property_readonly("active", &Decoder::active)
+        .def_property_readonly("stop_reason",
+                               [](const Decoder& d) -> py::object {
+                                   if (d.stop_reason().empty()) return py::none();
+                                   return py::str(d.stop_reason());
+                               })
+        .def_property_readonly("prefill_us", [](const Decoder& d) { return d.result().prefill_us; })
         .def_property_readonly("history", &Decoder::history)
         .def_property_readonly("pending", &Decoder::pending)
         .def_property_readonly("pos", [](Decoder& d) { return d.model().pos(); })
