@@ -64,7 +64,11 @@ class Hunk:
 
     @property
     def header(self) -> str:
-        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
+        # unified-diff convention: a length of 1 is left out
+        def rng(start: int, length: int) -> str:
+            return f"{start}" if length == 1 else f"{start},{length}"
+
+        return f"@@ -{rng(self.old_start, self.old_len)} +{rng(self.new_start, self.new_len)} @@"
 
     @property
     def added(self) -> int:
