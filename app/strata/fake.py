@@ -98,6 +98,9 @@ class FakeGenerator:
         self._cache: OrderedDict[tuple[int, int], None] = OrderedDict()
         self._prefetched: set[tuple[int, int]] = set()
         self._streaming = False
+        self._kgram: dict[tuple[int, ...], list[int]] = {}
+        self._kgram_k = 0
+        self._kgram_n = 0
 
     # -- tokenizer ---------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -131,6 +134,7 @@ class FakeGenerator:
     def reset(self) -> None:
         self._check_idle("reset")
         self._tokens = []
+        self._kgram_k = 0
         self._cache.clear()
         self._prefetched.clear()
 
@@ -153,6 +157,7 @@ class FakeGenerator:
         if len(tokens) > self.context_limit:
             raise ModelError("engine state blob is longer than the context limit")
         self._tokens = [int(t) for t in tokens]
+        self._kgram_k = 0
         self._cache = OrderedDict((tuple(k), None) for k in cache)
         self._prefetched.clear()
 
@@ -240,10 +245,11 @@ class FakeGenerator:
             return [], 0
         # None = adaptive in the real engine; 3 is its usual choice at high acceptance
         max_draft = settings.max_draft if settings.max_draft is not None else 3
-        key = hist[n - k:]
+        self._index_upto(k)
         best_len, best_end = 0, -1
-        for end in range(n - 1, k - 1, -1):  # end = index after a candidate match
-            if hist[end - k:end] != key:
+        # most recent occurrences first; a bounded look-back keeps this cheap on long histories
+        for end in reversed(self._kgram.get(tuple(hist[n - k:]), [])[-64:]):
+            if end >= n:
                 continue
             length = k
             while length < end and length < 64 and hist[end - length - 1] == hist[n - length - 1]:
@@ -255,6 +261,15 @@ class FakeGenerator:
         if best_end < 0:
             return [], 0
         return hist[best_end:best_end + max_draft], best_len
+
+    def _index_upto(self, k: int) -> None:
+        """Index every k-gram of the history by the position after it (incrementally)."""
+        hist = self._tokens
+        if self._kgram_k != k or self._kgram_n > len(hist):
+            self._kgram, self._kgram_k, self._kgram_n = {}, k, k
+        for end in range(max(self._kgram_n, k), len(hist) + 1):
+            self._kgram.setdefault(tuple(hist[end - k:end]), []).append(end)
+        self._kgram_n = len(hist) + 1
 
     def _experts(self, token: int, position: int, layer: int) -> list[int]:
         # routing depends mostly on the token, a little on position: similar text reuses experts
