@@ -77,3 +77,20 @@ def asynctest(fn):
 
     wrapper.__signature__ = inspect.signature(fn)  # keep fixtures visible to pytest
     return wrapper
+
+
+class CountingGenerator:
+    """Wraps a generator and counts prefill-only streams (max_new=0), so a test can tell a
+    checkpoint restore from a re-prefill."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.prefills = 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def stream(self, ids, settings, should_stop=None):
+        if settings.max_new == 0:
+            self.prefills += 1
+        return self.inner.stream(ids, settings, should_stop)

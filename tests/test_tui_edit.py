@@ -1,0 +1,118 @@
+"""Pilot tests of the edit screen: live diff, review keys (a accept, r reject, e edit again,
+u undo, j/k hunks), refusals shown on screen; the file changes only on accept."""
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from strata.fake import FakeGenerator
+from strata.store import SessionStore
+from strata.tui.app import StrataApp
+from strata.tui.widgets.diff_view import DiffView
+
+from tui_helpers import CountingGenerator, asynctest, settle
+
+SIZE = (130, 40)
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(24))
+
+
+def status(app) -> str:
+    return str(app.screen.query_one("#status").render())
+
+
+@asynctest
+async def test_accept_writes_the_file_and_undo_restores_it(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    store = SessionStore(tmp_path / "s.db")
+    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target, store=store,
+                    instruction="replace x + 1 with x * 100")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.phase == "review"
+        diff = screen.query_one(DiffView)
+        # "x + 1" also matches "x + 10".."x + 19": several hunks to walk through
+        assert diff.hunk_count >= 2 and diff.current_hunk == 0
+        await pilot.press("j")
+        assert diff.current_hunk == 1
+        await pilot.press("k", "k")
+        assert diff.current_hunk == 0
+        assert target.read_text() == SOURCE             # nothing written before accept
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert target.read_text() == SOURCE.replace("x + 1", "x * 100")
+        assert screen.phase == "idle" and "wrote" in status(app)
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert target.read_text() == SOURCE
+        assert "restored" in status(app)
+    statuses = [e.status for e in store.edits(app.session_id)]
+    assert statuses == ["undone"]
+
+
+@asynctest
+async def test_reject_then_edit_again_with_a_new_instruction(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    gen = CountingGenerator(FakeGenerator())
+    app = StrataApp(gen, mode="edit", edit_path=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.phase == "asking"                 # no instruction given: it asks
+        box = screen.query_one("#instruction", Input)
+        assert box.display and box.has_focus
+        box.value = "add a header"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert screen.phase == "review"
+        assert gen.prefills == 1                         # the file was read once
+        await pilot.press("r")
+        assert screen.phase == "idle" and target.read_text() == SOURCE
+        await pilot.press("e")
+        assert screen.phase == "asking" and box.has_focus
+        box.value = "replace return with yield"
+        await pilot.press("enter")
+        await settle(app, pilot)
+        # the new round started from the checkpoint after the file: no re-prefill
+        assert gen.prefills == 1
+        assert screen.session.proposal.text == SOURCE.replace("return", "yield")
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert target.read_text() == SOURCE.replace("return", "yield")
+        assert screen.accepted == 1
+
+
+@asynctest
+async def test_undo_is_refused_when_the_file_changed_on_disk(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target,
+                    instruction="replace x + 2 with x - 2")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await settle(app, pilot)
+        edited = target.read_text()
+        target.write_text(edited + "# someone else\n")
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert "changed on disk" in status(app)
+        assert target.read_text() == edited + "# someone else\n"
+
+
+@asynctest
+async def test_review_keys_do_nothing_outside_review_and_binary_files_are_refused(tmp_path):
+    target = tmp_path / "blob.bin"
+    target.write_bytes(b"\x00\x01binary")
+    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target, instruction="anything")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.screen.phase == "failed"
+        assert "binary" in status(app)
+        await pilot.press("a", "u", "j")                # nothing to accept/undo: no crash
+        await settle(app, pilot)
+        assert target.read_bytes() == b"\x00\x01binary"
+        await pilot.press("q")
+        await settle(app, pilot)
+    assert app.return_value == 0

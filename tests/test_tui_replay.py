@@ -1,0 +1,64 @@
+"""Replay in the TUI feeds the transcript and the panels through the same worker and messages
+as a live run: the panels see exactly the windows the replay produced."""
+from __future__ import annotations
+
+import pytest
+
+from strata.chat import ChatSession
+from strata.fake import FakeGenerator
+from strata.replay import Replay
+from strata.session_format import recording_from_store
+from strata.store import SessionStore
+from strata.tui.app import StrataApp
+from strata.tui.widgets.transcript import Transcript
+
+from tui_helpers import asynctest, settle
+
+SIZE = (130, 40)
+MESSAGES = ["alpha beta gamma", "alpha beta gamma again", "and delta"]
+
+
+@pytest.fixture
+def recording(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    chat = ChatSession(FakeGenerator(), store=store)
+    for text in MESSAGES:
+        for _ in chat.send(text):
+            pass
+    return recording_from_store(store, chat.session_id)
+
+
+@asynctest
+async def test_replay_with_drafting_off_is_identical_and_feeds_the_panels(recording):
+    replay = Replay(FakeGenerator(), recording, {"draft": "none"})
+    app = StrataApp(replay.generator, mode="replay", replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        msgs = screen.query_one(Transcript).messages()
+        assert [t for r, t in msgs if r == "user"] == MESSAGES
+        assert [t for r, t in msgs if r == "assistant"] == [t.output for t in recording.turns]
+        assert replay.report.identical
+        assert "outputs identical to the recording" in screen.report_lines
+        # panels saw exactly the replayed windows: drafting off means T=1 everywhere
+        replayed = replay.report.total("replayed")
+        assert len(app.telemetry.windows) == replayed.windows
+        assert all(w.T == 1 and w.n_drafted == 0 for w in app.telemetry.windows)
+        await pilot.press("ctrl+r")                # replay again: fresh report, same result
+        await settle(app, pilot)
+        assert app.replay is not replay and app.replay.report.identical
+        assert len(app.telemetry.windows) == replayed.windows
+
+
+@asynctest
+async def test_recorded_telemetry_reaches_the_panels_unchanged(recording):
+    app = StrataApp(FakeGenerator(), mode="replay", replay=recording)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        recorded = [s for i in sorted(recording.windows) for s in recording.windows[i]]
+        assert app.telemetry.windows == recorded
+        msgs = app.screen.query_one(Transcript).messages()
+        assert [t for r, t in msgs if r == "assistant"] == [t.output for t in recording.turns]
+        app.repaint_panels(force=True)
+        await pilot.pause()
+        assert app.screen.report_lines[0].startswith(f"recorded telemetry: {len(recorded)} windows")
