@@ -398,6 +398,7 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
             "source": {
                 "path": src,
                 "source_id": source_identity(config, tensors),
+                "config_sha256": _config_digest(config),
                 "model_type": config.get("model_type"),
                 "architectures": config.get("architectures"),
             },
@@ -597,3 +598,73 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+IO_MODES = ("direct", "page_cache")
+EVICTIONS = ("lru", "lfu")
+
+
+def _config_digest(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def check_pack_matches(info: PackInfo, spec: dict) -> None:
+    """Refuses a pack whose experts do not fit the model its config.json describes."""
+    ex = info.ex
+    want_layers = [i for i, m in enumerate(spec.get("layer_moe", [])) if m]
+    got = (ex["num_experts"], ex["hidden_size"], ex["moe_intermediate_size"], list(ex["layers"]))
+    want = (spec.get("num_experts"), spec.get("hidden_size"), spec.get("moe_intermediate_size"), want_layers)
+    if got != want:
+        raise ModelError(
+            f"{info.path}: the expert file holds {got[0]} experts of {got[2]}x{got[1]} for layers "
+            f"{got[3][:4]}{'...' if len(got[3]) > 4 else ''}, but config.json describes {want[0]} experts of "
+            f"{want[2]}x{want[1]} for layers {want[3][:4]}{'...' if len(want[3]) > 4 else ''}: "
+            "the pack comes from another model (re-run strata convert)")
+
+
+def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode: str = "direct",
+                      eviction: str = "lru", io_threads: int = 4, readahead: bool = False):
+    """The native StreamingExpertStore over a pack's expert file."""
+    from . import _engine  # noqa: PLC0415 (native module)
+
+    if io_mode not in IO_MODES:
+        raise UsageError(f"--io-mode: {io_mode!r} is not one of {', '.join(IO_MODES)}")
+    if eviction not in EVICTIONS:
+        raise UsageError(f"--eviction: {eviction!r} is not one of {', '.join(EVICTIONS)}")
+    ex = info.ex
+    return _engine.StreamingExpertStore(
+        info.experts_path, ex["data_offset"], ex["stride"], ex["blob_bytes"], ex["num_experts"],
+        ex["hidden_size"], ex["moe_intermediate_size"], ex["dtype"], [int(x) for x in ex["layers"]],
+        info.crcs, int(info.expert_bytes if cache_bytes is None else cache_bytes), io_mode=io_mode,
+        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead))
+
+
+def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str = "lru",
+              io_threads: int = 4, readahead: bool = False, **options):
+    """Loads a strata pack into an engine whose experts stream through a resident cache.
+
+    `expert_cache`: bytes (int), or text as `parse_cache_size` reads it ("8GiB", "0.25", ...);
+    None holds every expert. Other options go to `strata.model.build_engine`.
+    """
+    from . import config as _config  # noqa: PLC0415
+    from .model import build_engine  # noqa: PLC0415
+
+    info = read_pack(os.fspath(path))
+    raw, spec = _config.read_config(info.path)
+    want = info.header.get("source", {}).get("config_sha256")
+    if want and want != _config_digest(raw):
+        raise ModelError(f"{os.path.join(info.path, 'config.json')}: does not match the pack it sits in "
+                         "(the pack was converted from a different model; re-run strata convert)")
+    check_pack_matches(info, spec)
+    if expert_cache is None:
+        cache = info.expert_bytes
+    elif isinstance(expert_cache, int) and not isinstance(expert_cache, bool):
+        cache = expert_cache
+    else:
+        cache = parse_cache_size(expert_cache, info.expert_bytes)
+    store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
+                              io_threads=io_threads, readahead=readahead)
+    return build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
