@@ -1,0 +1,73 @@
+"""SVG snapshots of the main screens (stored under tests/snapshots/, normalised for
+determinism). STRATA_UPDATE_SNAPSHOTS=1 rewrites them after an intended change of looks."""
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from strata.fake import FakeGenerator
+from strata.tui.app import StrataApp
+
+from tui_helpers import assert_snapshot, asynctest, freeze_cursors, settle
+
+SIZE = (120, 36)
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(16))
+
+
+async def chat_with_two_turns(app, pilot) -> None:
+    await settle(app, pilot)
+    for text in ("summarise the expert cache", "summarise the expert cache"):
+        prompt = app.screen.query_one("#prompt", Input)
+        prompt.value = text
+        await pilot.press("enter")
+        await settle(app, pilot)
+    app.repaint_panels(force=True)
+    freeze_cursors(app)
+    await pilot.pause()
+
+
+@asynctest
+async def test_snapshot_chat():
+    app = StrataApp(FakeGenerator())
+    async with app.run_test(size=SIZE) as pilot:
+        await chat_with_two_turns(app, pilot)
+        assert_snapshot(app, "chat")
+
+
+@asynctest
+async def test_snapshot_panels_numeric_heatmap():
+    app = StrataApp(FakeGenerator())
+    async with app.run_test(size=SIZE) as pilot:
+        await chat_with_two_turns(app, pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert_snapshot(app, "panels_numeric")
+
+
+@asynctest
+async def test_snapshot_edit_review(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target,
+                    instruction="replace x + 1 with x * 100")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("j")
+        app.repaint_panels(force=True)
+        freeze_cursors(app)
+        await pilot.pause()
+        # the path is per-test; show it as a stable name
+        app.screen.query_one("#edit-title").update("[b]calc.py[/b]  \u00b7  instruction: "
+                                                   "[i]replace x + 1 with x * 100[/i]")
+        await pilot.pause()
+        assert_snapshot(app, "edit_review")
+
+
+@asynctest
+async def test_snapshot_help():
+    app = StrataApp(FakeGenerator())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f1")
+        freeze_cursors(app)
+        await pilot.pause()
+        assert_snapshot(app, "help")
