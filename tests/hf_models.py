@@ -42,10 +42,12 @@ def hf_config_kwargs(arch: str, **overrides) -> dict[str, Any]:
     if arch in ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_moe"):
         kw.update(LINEAR)
         kw["shared_expert_intermediate_size"] = 24
-        kw["layer_types"] = ["linear_attention", "full_attention"] * (kw["num_hidden_layers"] // 2)
     if arch == "qwen3_next":
         kw["norm_topk_prob"] = True
     kw.update(overrides)
+    if arch != "qwen3_moe" and "layer_types" not in kw:
+        n = kw["num_hidden_layers"]
+        kw["layer_types"] = ["linear_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     if "layer_types" in kw and len(kw["layer_types"]) != kw["num_hidden_layers"]:
         raise ValueError("layer_types must match num_hidden_layers")
     return kw
