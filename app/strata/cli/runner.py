@@ -82,6 +82,9 @@ def run_app(app, argv: list[str] | None = None) -> None:
     debug = debug_enabled()
     try:
         code = app(args=args, prog_name="strata", standalone_mode=False)
+        if code == int(ExitCode.INTERRUPTED):
+            # Typer turns Ctrl-C inside a command into Exit(130) without a word
+            print("strata: interrupted", file=sys.stderr)
     except StrataError as exc:
         if debug:
             traceback.print_exc()

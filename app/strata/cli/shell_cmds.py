@@ -128,12 +128,16 @@ class _Stream:
 @app.callback(invoke_without_command=True)
 def _main(ctx: typer.Context,
           debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
+          model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for the default chat."),
           ) -> None:
     """Local inference shell for large Mixture-of-Experts models. Without a command: chat."""
     if debug:
         os.environ["STRATA_DEBUG"] = "1"
     if ctx.invoked_subcommand is None:
-        ctx.invoke(chat)
+        chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
+             temperature=None, seed=None, max_new=None, max_draft=None, no_save=False, as_json=False)
+    elif model is not None:
+        raise UsageError("give --model after the command name (strata chat --model ...)")
 
 
 # -- chat --------------------------------------------------------------------------------------

@@ -1,0 +1,202 @@
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strata.cli import ExitCode, app
+from strata.cli.runner import run_app
+
+APP = str(Path(__file__).resolve().parents[1] / "app")
+DEMO = Path(__file__).resolve().parents[1] / "sessions" / "demo"
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_ALLOW_FAKE", "1")
+    monkeypatch.delenv("STRATA_DEBUG", raising=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+
+
+def run(capsys, *args, stdin=None, monkeypatch=None):
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    with pytest.raises(SystemExit) as info:
+        run_app(app, list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_version_and_paths(capsys, tmp_path):
+    code, out, _ = run(capsys, "version")
+    assert code == 0 and out.startswith("strata ")
+    code, out, _ = run(capsys, "paths", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["source"] == "STRATA_HOME"
+    assert data["sessions"] == str(tmp_path / "home" / "data" / "sessions.sqlite3")
+
+
+def test_chat_headless_records_a_session_and_sessions_commands(capsys, tmp_path):
+    code, out, err = run(capsys, "chat", "-m", "fake", "--message", "hello", "--message", "again")
+    assert code == 0, err
+    assert "You said: hello" in out and "You said: again" in out
+    code, out, _ = run(capsys, "sessions", "list", "--json")
+    sessions = json.loads(out)
+    assert len(sessions) == 1 and sessions[0]["turns"] == 2 and sessions[0]["kind"] == "chat"
+    sid = sessions[0]["id"]
+    code, out, _ = run(capsys, "sessions", "show", sid[:5])
+    assert code == 0 and "> again" in out
+    export = tmp_path / "out.jsonl"
+    code, _, err = run(capsys, "sessions", "export", sid, "-o", str(export))
+    assert code == 0 and export.exists()
+    code, _, err = run(capsys, "sessions", "export", sid, "-o", str(export))
+    assert code == ExitCode.SESSION and "already exists" in err
+    code, out, _ = run(capsys, "sessions", "import", str(export), "--json")
+    assert code == 0 and json.loads(out)["turns"] == 2
+    code, out, _ = run(capsys, "sessions", "export", sid)
+    assert json.loads(out.splitlines()[0])["format"] == "strata-session"
+    # resume the recorded chat
+    code, out, _ = run(capsys, "chat", "-m", "fake", "--session", sid, "--message", "third", "--json")
+    assert code == 0 and json.loads(out)["turns"][0]["output"].startswith("You said: third")
+    code, out, _ = run(capsys, "sessions", "show", sid, "--json")
+    assert len(json.loads(out)["turns"]) == 3
+    code, _, err = run(capsys, "sessions", "delete", sid)
+    assert code == ExitCode.USAGE and "--yes" in err
+    code, _, _ = run(capsys, "sessions", "delete", sid, "--yes")
+    assert code == 0
+    code, _, err = run(capsys, "sessions", "show", sid)
+    assert code == ExitCode.SESSION and err.count("\n") == 1
+
+
+def test_plain_strata_is_chat_reading_stdin(capsys):
+    code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
+    assert code == 0 and "You said: from a pipe" in out
+    code, out, err = run(capsys, stdin="from a pipe\n")
+    # no --model: the bundled model; if it is not installed that is a one-line model error
+    assert code in (0, ExitCode.MODEL), err
+    if code == ExitCode.MODEL:
+        assert err.startswith("strata: error:") and err.count("\n") == 1
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", stdin="from a pipe\n")
+    assert code == 0 and "You said: from a pipe" in out
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", stdin="")
+    assert code == ExitCode.USAGE and "no message" in err
+
+
+def test_edit_headless(capsys, tmp_path):
+    f = tmp_path / "code.py"
+    f.write_text("a = 1\nb = 2\n")
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace b = 2 with b = 3", "--no-input")
+    assert code == 0 and "-b = 2\n+b = 3\n" in out and "not written" in err
+    assert f.read_text() == "a = 1\nb = 2\n"
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace b = 2 with b = 3", "--yes", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["written"] and data["hunks"] == 1 and data["added"] == 1
+    assert f.read_text() == "a = 1\nb = 3\n"
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "--yes")
+    assert code == ExitCode.USAGE and "--instruction is required" in err
+    binary = tmp_path / "x.bin"
+    binary.write_bytes(b"\x00\x01\x02")
+    code, _, err = run(capsys, "edit", str(binary), "-i", "x", "--yes")
+    assert code == ExitCode.EDIT and err == f"strata: error: {binary}: looks like a binary file (contains NUL bytes); strata edits text files\n"
+
+
+def test_replay_compare(capsys):
+    demo = str(DEMO / "chat-intro.jsonl")
+    code, out, err = run(capsys, "replay", demo, "-m", "fake", "--compare", "--draft", "none")
+    assert code == 0, err
+    assert "outputs identical to the recording" in out
+    code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--compare", "--temperature", "0.9", "--seed", "4")
+    assert code == ExitCode.MISMATCH and "outputs DIFFER" in out
+    code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--json")
+    data = json.loads(out)
+    assert data["identical"] and len(data["turns"]) == 3
+    code, out, err = run(capsys, "replay", demo, "-m", "fake", "--no-input")
+    assert code == 0 and "--- turn 2" in out
+    code, _, err = run(capsys, "replay", demo, "-m", "fake", "--draft", "sometimes")
+    assert code == ExitCode.USAGE and "--draft must be none or suffix" in err
+
+
+def test_bench_reports_identity_and_ratio(capsys):
+    code, out, err = run(capsys, "bench", str(DEMO / "edit-client.jsonl"), "-m", "fake", "--json")
+    assert code == 0, err
+    row = json.loads(out)["sessions"][0]
+    assert row["none"]["identical"] and row["suffix"]["identical"]
+    assert row["suffix"]["windows"] < row["none"]["windows"]
+    assert row["speedup"] > 0
+
+
+def test_info_reads_checkpoint_metadata(capsys, tmp_path):
+    from safetensors.numpy import save_file
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 8, "num_experts": 4,
+        "num_experts_per_tok": 2, "vocab_size": 16, "moe_intermediate_size": 4}))
+    save_file({"model.embed_tokens.weight": np.zeros((16, 8), np.float32),
+               "model.layers.0.mlp.gate.weight": np.zeros((4, 8), np.float16)},
+              str(folder / "model.safetensors"))
+    code, out, err = run(capsys, "info", str(folder), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["params"] == 16 * 8 + 4 * 8 and data["dtype"] == "F32"
+    assert data["layers"] == 2 and data["experts"] == 4 and data["experts_per_token"] == 2
+    assert data["size_on_disk"] == sum(p.stat().st_size for p in folder.iterdir())
+    code, out, _ = run(capsys, "info", str(folder))
+    assert "params        160" in out
+    code, _, err = run(capsys, "info", str(tmp_path))
+    assert code == ExitCode.MODEL and "no config.json" in err
+
+
+def test_errors_are_one_line_and_tracebacks_only_with_debug(capsys, monkeypatch, tmp_path):
+    code, _, err = run(capsys, "chat", "--frobnicate")
+    assert code == ExitCode.USAGE and err.startswith("strata: error: No such option") and err.count("\n") == 1
+    store = tmp_path / "home" / "data" / "sessions.sqlite3"
+    store.parent.mkdir(parents=True)
+    store.write_bytes(b"not a database")
+    code, _, err = run(capsys, "sessions", "list")
+    assert code == ExitCode.SESSION and err.count("\n") == 1 and "not a strata session store" in err
+    assert store.read_bytes() == b"not a database"
+    import strata.cli.shell_cmds as cmds
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(cmds, "_open_store", boom)
+    code, _, err = run(capsys, "sessions", "list")
+    assert code == ExitCode.ERROR and err.count("\n") == 1 and "--debug" in err and "Traceback" not in err
+    code, _, err = run(capsys, "sessions", "list", "--debug")
+    assert code == ExitCode.ERROR and "Traceback" in err and "kaboom" in err
+
+
+def _subprocess_env(tmp_path, **extra):
+    env = dict(os.environ, STRATA_HOME=str(tmp_path / "home"), STRATA_ALLOW_FAKE="1", **extra)
+    env["PYTHONPATH"] = APP + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_ctrl_c_exits_130(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "strata", "chat", "-m", "fake", "--no-input"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_subprocess_env(tmp_path))
+    time.sleep(1.0)  # it now waits for the message on stdin
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err and b"interrupted" in err
+
+
+def test_no_color_is_honoured(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "strata", "--help"], capture_output=True, text=True,
+                         env=_subprocess_env(tmp_path, NO_COLOR="1", FORCE_COLOR="1"), timeout=60)
+    assert out.returncode == 0 and "chat" in out.stdout
+    colours = re.findall(r"\x1b\[[0-9;]*(?:3[0-9]|9[0-7])[0-9;]*m", out.stdout)
+    assert colours == []
