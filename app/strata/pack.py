@@ -253,11 +253,6 @@ def find_experts(tensors: dict[str, TensorInfo]) -> ExpertLayout:
     return ExpertLayout(prefix, layers, num_experts or 0, hidden or 0, inter or 0, dtypes, names)
 
 
-def _part_source_bytes(part: tuple[TensorInfo, int | None, int, int]) -> int:
-    t, _idx, _row0, nrows = part
-    return nrows * t.shape[-1] * _ST_DTYPES[t.dtype][1]
-
-
 class _SourceReader:
     """Reads tensor slices from source files through read-only memory maps."""
 
@@ -322,108 +317,45 @@ def _write_dense(path: str, tensors: list[TensorInfo], reader: _SourceReader,
         os.fsync(f.fileno())
 
 
-def _write_experts(path: str, lay: ExpertLayout, pack_id: bytes, reader: _SourceReader,
-                   progress: Callable[[int], None]) -> tuple[int, int]:
-    n_blobs = len(lay.layers) * lay.num_experts
-    table_bytes = 4 * n_blobs
-    data_offset = -(-(_EXPERTS_HEAD.size + table_bytes) // ALIGN) * ALIGN
+def _write_experts(path: str, n_layers: int, n_experts: int, blob_bytes: int, stride: int, pack_id: bytes,
+                   blob: Callable[[int, int], bytes], progress: Callable[[int], None]) -> tuple[int, int]:
+    """Writes experts.bin: header page(s) with the CRC32 table, then one aligned blob per expert."""
+    n_blobs = n_layers * n_experts
+    data_offset = -(-(_EXPERTS_HEAD.size + 4 * n_blobs) // ALIGN) * ALIGN
     crcs = np.zeros(n_blobs, dtype="<u4")
-    pad = b"\0" * (lay.stride - lay.blob_bytes)
+    pad = b"\0" * (stride - blob_bytes)
     with open(path, "wb") as f:
         f.write(b"\0" * data_offset)
-        for li, el in enumerate(lay.layers):
-            for e in range(lay.num_experts):
-                parts = el.experts[e]
-                blob = b"".join(reader.rows(parts[p], lay.dtype) for p in ("gate", "up", "down"))
-                assert len(blob) == lay.blob_bytes
-                crcs[li * lay.num_experts + e] = zlib.crc32(blob)
-                f.write(blob)
+        for li in range(n_layers):
+            for e in range(n_experts):
+                data = blob(li, e)
+                if len(data) != blob_bytes:
+                    raise ModelError(f"layer {li} expert {e}: blob of {len(data)} bytes, expected {blob_bytes}")
+                crcs[li * n_experts + e] = zlib.crc32(data)
+                f.write(data)
                 f.write(pad)
-                progress(sum(_part_source_bytes(parts[p]) for p in ("gate", "up", "down")))
+                progress(blob_bytes)
         table = crcs.tobytes()
         table_crc = zlib.crc32(table)
         f.seek(0)
-        f.write(_EXPERTS_HEAD.pack(EXPERTS_MAGIC, PACK_VERSION, pack_id, len(lay.layers),
-                                   lay.num_experts, lay.blob_bytes, lay.stride, data_offset, table_crc))
+        f.write(_EXPERTS_HEAD.pack(EXPERTS_MAGIC, PACK_VERSION, pack_id, n_layers, n_experts, blob_bytes,
+                                   stride, data_offset, table_crc))
         f.write(table)
         f.flush()
         os.fsync(f.fileno())
     return data_offset, table_crc
 
 
-def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None = None,
-            force: bool = False) -> dict:
-    """Converts a Hugging Face checkpoint folder into a strata pack at `dst`. Returns the header.
-
-    Atomic: the pack is assembled in a temporary sibling folder and renamed into place.
-    """
-    src = os.path.abspath(src)
-    dst = os.path.abspath(dst.rstrip("/") or dst)
-    if not os.path.isdir(src):
-        raise ModelError(f"{src}: not a folder")
-    if is_pack(src):
-        raise ModelError(f"{src}: is already a strata pack")
+def _assemble(dst: str, force: bool, fill: Callable[[str, bytes], dict]) -> dict:
+    """Builds a pack in a temporary sibling folder with `fill(tmp, pack_id) -> header`, fsyncs it
+    and renames it into place, so an interrupted run never leaves a valid-looking pack."""
     if os.path.exists(dst) and not force:
         raise UsageError(f"{dst}: already exists (use --force to replace it)")
-    config = _read_config(src)
-    tensors = checkpoint_tensors(src)
-    lay = find_experts(tensors)
-    dense = [tensors[n] for n in sorted(tensors) if n not in lay.tensor_names]
-    total = sum(t.nbytes for t in tensors.values())
-    done = 0
-
-    def step(n: float) -> None:
-        nonlocal done
-        done += int(n)
-        if progress:
-            progress(min(done, total), total)
-
     parent = os.path.dirname(dst) or "."
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.partial-", dir=parent)
-    reader = _SourceReader()
     try:
-        pack_id = uuid.uuid4().bytes
-        for fn in sorted(os.listdir(src)):
-            p = os.path.join(src, fn)
-            if os.path.isfile(p) and not fn.endswith(_SKIP_SUFFIXES) and fn != "model.safetensors.index.json":
-                shutil.copyfile(p, os.path.join(tmp, fn))
-                _fsync_path(os.path.join(tmp, fn))
-        _write_dense(os.path.join(tmp, DENSE_NAME), dense, reader, step)
-        data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), lay, pack_id, reader, step)
-        header = {
-            "format": PACK_FORMAT,
-            "version": PACK_VERSION,
-            "pack_id": pack_id.hex(),
-            "source": {
-                "path": src,
-                "source_id": source_identity(config, tensors),
-                "config_sha256": _config_digest(config),
-                "model_type": config.get("model_type"),
-                "architectures": config.get("architectures"),
-            },
-            "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(os.path.join(tmp, DENSE_NAME)),
-                      "tensors": len(dense)},
-            "experts": {
-                "file": EXPERTS_NAME,
-                "bytes": os.path.getsize(os.path.join(tmp, EXPERTS_NAME)),
-                "checksum": "crc32",
-                "table_crc32": table_crc,
-                "alignment": ALIGN,
-                "data_offset": data_offset,
-                "stride": lay.stride,
-                "blob_bytes": lay.blob_bytes,
-                "dtype": lay.dtype,
-                "source_dtypes": sorted(lay.source_dtypes),
-                "num_layers": len(lay.layers),
-                "num_experts": lay.num_experts,
-                "hidden_size": lay.hidden,
-                "moe_intermediate_size": lay.inter,
-                "tensor_prefix": lay.prefix,
-                "layers": [el.layer for el in lay.layers],
-                "layout": "gate[inter,hidden] | up[inter,hidden] | down[hidden,inter], row-major",
-            },
-        }
+        header = fill(tmp, uuid.uuid4().bytes)
         hp = os.path.join(tmp, HEADER_NAME)
         with open(hp, "w", encoding="utf-8") as f:
             json.dump(header, f, indent=1)
@@ -445,9 +377,159 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return header
+
+
+def _experts_header(tmp: str, n_layers_list: list[int], num_experts: int, hidden: int, inter: int,
+                    dtype: str, source_dtypes: list[str], prefix: str, data_offset: int,
+                    table_crc: int) -> dict:
+    blob_bytes = 3 * hidden * inter * _EXPERT_DTYPES[dtype]
+    return {
+        "file": EXPERTS_NAME,
+        "bytes": os.path.getsize(os.path.join(tmp, EXPERTS_NAME)),
+        "checksum": "crc32",
+        "table_crc32": table_crc,
+        "alignment": ALIGN,
+        "data_offset": data_offset,
+        "stride": -(-blob_bytes // ALIGN) * ALIGN,
+        "blob_bytes": blob_bytes,
+        "dtype": dtype,
+        "source_dtypes": source_dtypes,
+        "num_layers": len(n_layers_list),
+        "num_experts": num_experts,
+        "hidden_size": hidden,
+        "moe_intermediate_size": inter,
+        "tensor_prefix": prefix,
+        "layers": list(n_layers_list),
+        "layout": "gate[inter,hidden] | up[inter,hidden] | down[hidden,inter], row-major",
+    }
+
+
+def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None = None,
+            force: bool = False) -> dict:
+    """Converts a Hugging Face checkpoint folder into a strata pack at `dst`. Returns the header.
+
+    Atomic: the pack is assembled in a temporary sibling folder and renamed into place.
+    """
+    src = os.path.abspath(src)
+    dst = os.path.abspath(dst.rstrip("/") or dst)
+    if not os.path.isdir(src):
+        raise ModelError(f"{src}: not a folder")
+    if is_pack(src):
+        raise ModelError(f"{src}: is already a strata pack")
+    if os.path.exists(dst) and not force:
+        raise UsageError(f"{dst}: already exists (use --force to replace it)")
+    config = _read_config(src)
+    tensors = checkpoint_tensors(src)
+    lay = find_experts(tensors)
+    dense = [tensors[n] for n in sorted(tensors) if n not in lay.tensor_names]
+    total = sum(t.nbytes for t in dense) + len(lay.layers) * lay.num_experts * lay.blob_bytes
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += int(n)
+        if progress:
+            progress(min(done, total), total)
+
+    reader = _SourceReader()
+
+    def blob(li: int, e: int) -> bytes:
+        parts = lay.layers[li].experts[e]
+        return b"".join(reader.rows(parts[p], lay.dtype) for p in ("gate", "up", "down"))
+
+    def fill(tmp: str, pack_id: bytes) -> dict:
+        for fn in sorted(os.listdir(src)):
+            p = os.path.join(src, fn)
+            if os.path.isfile(p) and not fn.endswith(_SKIP_SUFFIXES) and fn != "model.safetensors.index.json":
+                shutil.copyfile(p, os.path.join(tmp, fn))
+                _fsync_path(os.path.join(tmp, fn))
+        _write_dense(os.path.join(tmp, DENSE_NAME), dense, reader, step)
+        data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), len(lay.layers),
+                                                lay.num_experts, lay.blob_bytes, lay.stride, pack_id, blob, step)
+        return {
+            "format": PACK_FORMAT,
+            "version": PACK_VERSION,
+            "pack_id": pack_id.hex(),
+            "source": {
+                "path": src,
+                "source_id": source_identity(config, tensors),
+                "config_sha256": _config_digest(config),
+                "model_type": config.get("model_type"),
+                "architectures": config.get("architectures"),
+            },
+            "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(os.path.join(tmp, DENSE_NAME)),
+                      "tensors": len(dense)},
+            "experts": _experts_header(tmp, [el.layer for el in lay.layers], lay.num_experts, lay.hidden,
+                                       lay.inter, lay.dtype, sorted(lay.source_dtypes), lay.prefix,
+                                       data_offset, table_crc),
+        }
+
+    try:
+        return _assemble(dst, force, fill)
     finally:
         reader.close()
-    return header
+
+
+def write_synthetic_pack(dst: str, config: dict, dense: dict[str, np.ndarray], *, layers: list[int],
+                         num_experts: int, hidden: int, inter: int, dtype: str,
+                         blob: Callable[[int, int], bytes], force: bool = False,
+                         progress: Callable[[int, int], None] | None = None) -> dict:
+    """Writes a pack straight from arrays (benchmarks, tests): no source checkpoint on disk.
+
+    `dense`: HF tensor name -> float32 array, or uint16 array holding bf16 bits.
+    `blob(pack_layer, expert)` returns that expert's gate|up|down bytes in `dtype`.
+    """
+    dst = os.path.abspath(dst)
+    total = len(layers) * num_experts * 3 * hidden * inter * _EXPERT_DTYPES[dtype]
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += int(n)
+        if progress:
+            progress(min(done, total), total)
+
+    def fill(tmp: str, pack_id: bytes) -> dict:
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=1)
+        meta: dict = {}
+        off = 0
+        arrays = []
+        for name in sorted(dense):
+            a = np.ascontiguousarray(dense[name])
+            st = "BF16" if a.dtype == np.uint16 else "F32"
+            if st == "F32":
+                a = a.astype("<f4")
+            meta[name] = {"dtype": st, "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+            off += a.nbytes
+            arrays.append(a)
+        head = json.dumps(meta, separators=(",", ":")).encode()
+        head += b" " * (-(len(head) + 8) % 8)
+        dp = os.path.join(tmp, DENSE_NAME)
+        with open(dp, "wb") as f:
+            f.write(struct.pack("<Q", len(head)))
+            f.write(head)
+            for a in arrays:
+                f.write(a.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        blob_bytes = 3 * hidden * inter * _EXPERT_DTYPES[dtype]
+        stride = -(-blob_bytes // ALIGN) * ALIGN
+        data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), len(layers), num_experts,
+                                                blob_bytes, stride, pack_id, blob, step)
+        return {
+            "format": PACK_FORMAT,
+            "version": PACK_VERSION,
+            "pack_id": pack_id.hex(),
+            "source": {"path": None, "source_id": "synthetic", "config_sha256": _config_digest(config),
+                       "model_type": config.get("model_type"), "architectures": config.get("architectures")},
+            "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(dp), "tensors": len(arrays)},
+            "experts": _experts_header(tmp, layers, num_experts, hidden, inter, dtype, [dtype.upper()],
+                                       "model.layers.", data_offset, table_crc),
+        }
+
+    return _assemble(dst, force, fill)
 
 
 # --------------------------------------------------------------------------- reading a pack
