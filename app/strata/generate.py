@@ -1,0 +1,306 @@
+"""The real `TextGenerator`: an engine, its tokenizer and the C++ decode loop (suffix drafting,
+multi-token verification, seeded lossless sampling), streamed one window at a time.
+
+    gen = Generator.from_path("path/to/model")
+    for event in gen.stream(gen.encode("def f("), GenerationSettings(max_new=64)):
+        print(event.text, end="")
+
+Each `WindowEvent` carries the tokens its window verified (the first event also carries the token
+the prefill produced), their text, and the window's telemetry. The last emitted token of a turn
+is not fed to the engine yet: it is the root of the next window, so the next `stream` call starts
+with it and a conversation continues exactly as one long generation would.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from .errors import ModelError, UsageError, WindowError
+from .protocol import GenerationSettings, WindowEvent, WindowStats
+from .tokenizer import IncrementalDecoder, Tokenizer
+
+__all__ = ["Generator", "Summary", "summarize", "decode_kwargs"]
+
+_STATE_MAGIC = b"STRGEN01"
+
+
+def _engine_module():
+    from . import _engine  # noqa: PLC0415
+
+    return _engine
+
+
+def decode_kwargs(settings: GenerationSettings) -> dict[str, Any]:
+    """GenerationSettings -> keyword arguments of `_engine.Decoder.start`, checked (UsageError)."""
+    s = settings
+    if s.max_new < 0:
+        raise UsageError(f"max_new must be >= 0 (got {s.max_new})")
+    if s.temperature < 0:
+        raise UsageError(f"temperature must be >= 0 (got {s.temperature})")
+    if s.top_k < 0:
+        raise UsageError(f"top_k must be >= 0 (got {s.top_k})")
+    if not 0 < s.top_p <= 1:
+        raise UsageError(f"top_p must be in (0, 1] (got {s.top_p})")
+    if s.repetition_penalty <= 0:
+        raise UsageError(f"repetition_penalty must be > 0 (got {s.repetition_penalty})")
+    if s.draft not in ("none", "suffix", "baseline"):
+        raise UsageError(f"draft must be 'none' or 'suffix' (got {s.draft!r})")
+    if s.drafter not in ("baseline", "suffix"):
+        raise UsageError(f"drafter must be 'baseline' or 'suffix' (got {s.drafter!r})")
+    if s.max_draft is not None and not 0 <= s.max_draft <= 15:
+        raise UsageError(f"max_draft must be in 0..15 (got {s.max_draft})")
+    if s.min_match < 1:
+        raise UsageError(f"min_match must be >= 1 (got {s.min_match})")
+    if not 0 <= int(s.seed) < 2**64:
+        raise UsageError(f"seed must be in 0..2^64-1 (got {s.seed})")
+    drafter = "none" if s.draft == "none" else ("baseline" if s.draft == "baseline" else s.drafter)
+    return dict(max_new=int(s.max_new), temperature=float(s.temperature), top_k=int(s.top_k),
+                top_p=float(s.top_p), repetition_penalty=float(s.repetition_penalty),
+                presence_penalty=float(s.presence_penalty), frequency_penalty=float(s.frequency_penalty),
+                seed=int(s.seed), drafter=drafter, max_draft=s.max_draft, min_match=int(s.min_match))
+
+
+class Generator:
+    """`strata.protocol.TextGenerator` over a `strata._engine` WindowModel (the Engine, or the
+    FakeLM in tests)."""
+
+    def __init__(self, engine, tokenizer: Tokenizer | None = None, *, model_name: str = "model",
+                 eos_ids: Sequence[int] | None = None, model_id: str | None = None) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.model_id = model_id or str(getattr(engine, "model_id", "") or model_name)
+        self.context_limit = int(engine.context_limit)
+        self.vocab_size = int(getattr(engine, "vocab_size", 0) or getattr(engine, "vocab", 0))
+        self.decoder = _engine_module().Decoder(engine)
+        if eos_ids is None:
+            eos_ids = tokenizer.eos_ids if tokenizer is not None else []
+        self.eos_ids = sorted({int(i) for i in eos_ids})
+        self.last_stats: list[WindowStats] = []   # the windows of the latest stream
+        self.last_prefill_s = 0.0
+        self._streaming = False
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike, *, threads: int | None = None, fold: str = "eager",
+                  ctx: int | None = None, expert_cache=None, **engine_options: Any) -> "Generator":
+        """Load a Hugging Face checkpoint folder or a strata pack (with `expert_cache`)."""
+        folder = Path(path)
+        opts = {k: v for k, v in dict(threads=threads, fold=fold, ctx=ctx).items() if v is not None}
+        from . import pack as _pack
+
+        if _pack.is_pack(str(folder)):
+            engine = _pack.load_pack(str(folder), expert_cache=expert_cache, **opts, **engine_options)
+        else:
+            from .model import load
+
+            engine = load(str(folder), **opts)
+        tokenizer = Tokenizer.from_folder(folder)
+        eos = set(tokenizer.eos_ids) if tokenizer is not None else set()
+        cfg = getattr(engine, "config", {}) or {}
+        hf = cfg.get("hf_config", cfg) if isinstance(cfg, dict) else {}
+        for key in ("eos_token_id",):
+            v = (hf.get("text_config") or {}).get(key, hf.get(key)) if isinstance(hf, dict) else None
+            if isinstance(v, int):
+                eos.add(v)
+            elif isinstance(v, list):
+                eos.update(int(x) for x in v if isinstance(x, int))
+        return cls(engine, tokenizer, model_name=folder.name, eos_ids=sorted(eos))
+
+    # -- text ---------------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            raise ModelError(f"model {self.model_name} has no tokenizer.json; give token ids (--prompt-ids)")
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: list[int], *, skip_special: bool = False) -> str:
+        if self.tokenizer is None:
+            return ""
+        return self.tokenizer.decode(ids, skip_special=skip_special)
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def pos(self) -> int:
+        """Tokens in the session: those the engine holds plus the pending root."""
+        return len(self.decoder.history)
+
+    @property
+    def history(self) -> list[int]:
+        return list(self.decoder.history)
+
+    def reset(self) -> None:
+        self._check_idle("reset")
+        self.decoder.reset()
+
+    def add_history(self, ids: Sequence[int]) -> None:
+        """Tokens of earlier sessions for the suffix drafter (never fed to the model)."""
+        self.decoder.add_document(list(ids))
+
+    def snapshot(self) -> bytes:
+        """Engine state + session tokens (drafter history, pending root); committed state only."""
+        self._check_idle("snapshot")
+        engine_blob = bytes(self.engine.save_state())
+        history, pending = self.decoder.history, self.decoder.pending
+        header = json.dumps({"model_id": self.model_id, "n_history": len(history),
+                             "n_pending": len(pending)}).encode()
+        body = struct.pack(f"<{len(history)}i", *history) + struct.pack(f"<{len(pending)}i", *pending)
+        return _STATE_MAGIC + struct.pack("<I", len(header)) + header + body + engine_blob
+
+    def restore(self, blob: bytes) -> None:
+        self._check_idle("restore")
+        try:
+            if blob[:8] != _STATE_MAGIC:
+                raise ValueError("bad magic")
+            (n_header,) = struct.unpack_from("<I", blob, 8)
+            header = json.loads(blob[12:12 + n_header].decode())
+            n_hist, n_pend = int(header["n_history"]), int(header["n_pending"])
+            off = 12 + n_header
+            history = list(struct.unpack_from(f"<{n_hist}i", blob, off))
+            off += 4 * n_hist
+            pending = list(struct.unpack_from(f"<{n_pend}i", blob, off))
+            off += 4 * n_pend
+            engine_blob = blob[off:]
+        except (ValueError, KeyError, TypeError, struct.error, UnicodeDecodeError) as exc:
+            raise ModelError(f"state blob is not a strata generator state ({exc.__class__.__name__}: {exc})") from None
+        if header.get("model_id") != self.model_id:
+            raise ModelError(f"state was saved by model {header.get('model_id')}, not {self.model_id} ({self.model_name})")
+        self.engine.load_state(engine_blob)
+        try:
+            self.decoder.set_state(history, pending)
+        except (ValueError, WindowError) as exc:
+            self.decoder.reset()
+            raise ModelError(f"state blob does not match its engine state ({exc})") from None
+
+    def _check_idle(self, what: str) -> None:
+        if self._streaming:
+            raise WindowError(f"{what} while a generation is in progress")
+
+    # -- generation ---------------------------------------------------------------------------
+    def stream(self, prompt_ids: list[int], settings: GenerationSettings,
+               should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
+        self._check_idle("stream")
+        kwargs = decode_kwargs(settings)
+        ids = [int(t) for t in prompt_ids]
+        if self.pos + len(ids) > self.context_limit:
+            raise WindowError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
+                              f"limit of {self.context_limit}")
+        if not ids and not self.decoder.pending:
+            raise UsageError("empty prompt: give at least one token")
+        return self._events(ids, kwargs, should_stop)
+
+    def generate(self, prompt_ids: list[int], settings: GenerationSettings) -> tuple[list[int], str]:
+        """Run to the end: (tokens, stop_reason)."""
+        tokens: list[int] = []
+        reason = ""
+        for ev in self.stream(prompt_ids, settings):
+            tokens.extend(ev.tokens)
+            reason = ev.stop_reason or reason
+        return tokens, reason
+
+    def _events(self, ids: list[int], kwargs: dict[str, Any],
+                should_stop: Callable[[], bool] | None) -> Iterator[WindowEvent]:
+        dec = self.decoder
+        detok = IncrementalDecoder(lambda t: self.decode(t, skip_special=True))
+        self._streaming = True
+        self.last_stats = []
+        try:
+            first, st = dec.start(ids, stop_ids=self.eos_ids, **kwargs)
+            self.last_prefill_s = dec.prefill_us / 1e6
+            carry = list(first)
+            while dec.active:
+                if should_stop is not None and should_stop():
+                    dec.stop("stopped")
+                    break
+                toks, st = dec.step()
+                stats = self._stats(st, len(carry) + len(toks))
+                tokens = carry + list(toks)
+                carry = []
+                text = detok.push(tokens)
+                done = not dec.active
+                if done:
+                    text += detok.flush()
+                yield WindowEvent(tokens=tokens, text=text, stats=stats, finished=done,
+                                  stop_reason=dec.stop_reason if done else None)
+                if done:
+                    return
+            # ended without a window: the prefill's token (if any) and the final reason
+            stats = WindowStats(pos0=self.pos, emitted=len(carry), drafter="none")
+            text = detok.push(carry) + detok.flush()
+            yield WindowEvent(tokens=carry, text=text, stats=stats, finished=True,
+                              stop_reason=dec.stop_reason or "stopped")
+        finally:
+            if dec.active:  # abandoned or interrupted between windows: the state is committed
+                dec.stop("stopped")
+            self._streaming = False
+
+    def _stats(self, st: dict[str, Any], delivered: int) -> WindowStats:
+        stats = WindowStats.from_dict(st)
+        stats.emitted = delivered  # tokens this event delivers (the first one adds the prefill's)
+        self.last_stats.append(stats)
+        return stats
+
+
+# -- aggregates ------------------------------------------------------------------------------
+def _ratio(a: float, b: float) -> float:
+    return float(a) / float(b) if b else 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    xs = sorted(values)
+    k = (len(xs) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+@dataclass
+class Summary:
+    """Aggregates of a generation's windows (what `strata run --json` reports as `stats`)."""
+
+    windows: int = 0
+    tokens: int = 0
+    n_drafted: int = 0
+    n_accept: int = 0
+    acceptance: float = 0.0          # n_accept / n_drafted
+    mean_keep: float = 0.0           # committed rows per window
+    mean_T: float = 0.0
+    tokens_per_window: float = 0.0
+    decode_s: float = 0.0
+    prefill_s: float = 0.0
+    tokens_per_s: float = 0.0        # emitted tokens / decode time (prefill excluded)
+    accepted_per_s: float = 0.0      # accepted draft tokens / decode time
+    window_p50_ms: float = 0.0
+    window_p95_ms: float = 0.0
+    t_hist: dict[int, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["t_hist"] = {str(k): v for k, v in self.t_hist.items()}
+        return d
+
+
+def summarize(stats_list: Sequence[WindowStats], prefill_s: float = 0.0) -> Summary:
+    """Aggregates over windows; entries with T == 0 (no decode window ran) add only their tokens."""
+    windows = [s for s in stats_list if s.T > 0]
+    tokens = sum(s.emitted for s in stats_list)
+    drafted = sum(s.n_drafted for s in windows)
+    accepted = sum(s.n_accept for s in windows)
+    decode_s = sum(s.window_us for s in windows) / 1e6
+    lat = [s.window_us / 1e3 for s in windows]
+    return Summary(
+        windows=len(windows), tokens=tokens, n_drafted=drafted, n_accept=accepted,
+        acceptance=_ratio(accepted, drafted),
+        mean_keep=_ratio(sum(s.keep for s in windows), len(windows)),
+        mean_T=_ratio(sum(s.T for s in windows), len(windows)),
+        tokens_per_window=_ratio(tokens, len(windows)),
+        decode_s=decode_s, prefill_s=float(prefill_s),
+        tokens_per_s=_ratio(tokens, decode_s), accepted_per_s=_ratio(accepted, decode_s),
+        window_p50_ms=_percentile(lat, 50), window_p95_ms=_percentile(lat, 95),
+        t_hist=dict(sorted(Counter(s.T for s in windows).items())),
+    )
