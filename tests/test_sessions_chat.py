@@ -135,3 +135,16 @@ def test_chat_template_runs_sandboxed():
     refusing = "{{ raise_exception('no system role') }}"
     with pytest.raises(ModelError, match="no system role"):
         render_chat([], add_generation_prompt=False, template=refusing)
+
+
+def test_a_model_ending_turns_with_another_token_keeps_the_context_exact():
+    # the template closes replies with <|im_end|>; this model stops on <|endoftext|>: the engine
+    # must not be assumed to hold text it never saw, so the next turn starts from the template text
+    gen = FakeGenerator(responder=lambda ctx, s: f"reply {ctx.count(prompts.IM_START)}" + prompts.ENDOFTEXT)
+    chat = ChatSession(gen)
+    for m in ("a", "b", "c"):
+        list(chat.send(m))
+    chat.undo()
+    list(chat.send("d"))
+    expected = render_chat(chat.messages[:-1], add_generation_prompt=True)
+    assert gen.decode(gen.tokens) == expected + chat.turns[-1].output + prompts.ENDOFTEXT

@@ -59,6 +59,7 @@ class ChatSession:
         self.turns: list[TurnRecord] = []
         self.last_windows: list[WindowStats] = []
         self._context = ""          # the text committed to the engine so far
+        self._end_text: dict[int, str] = {}  # turn -> the text of the end token it stopped on
         self.session_id: str | None = None
         if store is not None and session_id is not None:
             info = store.get_session(session_id)
@@ -99,7 +100,13 @@ class ChatSession:
         last = self.turns[n_turns - 1]
         msgs.append({"role": "user", "content": last.input})
         text = render_chat(msgs, add_generation_prompt=True, template=self.template) + last.output
-        return text + (prompts.IM_END if last.stop_reason == "eos" else "")
+        return text + self._end(n_turns - 1, last.stop_reason)
+
+    def _end(self, index: int, stop_reason: str | None) -> str:
+        # the end token is emitted (and stays in the engine) but its text is not in the output
+        if stop_reason != "eos":
+            return ""
+        return self._end_text.get(index, prompts.IM_END)
 
     def _prefill(self, text: str) -> None:
         """Feed `text` without generating (max_new=0 is prefill-only in TextGenerator.stream)."""
@@ -148,12 +155,14 @@ class ChatSession:
         pieces: list[str] = []
         windows: list[WindowStats] = []
         stop_reason = "stopped"
+        last_token: int | None = None
         stream = self.generator.stream(ids, settings, should_stop)
         try:
             for ev in stream:
                 pieces.append(ev.text)
                 if ev.tokens:
                     windows.append(ev.stats)
+                    last_token = ev.tokens[-1]
                 if ev.finished:
                     stop_reason = ev.stop_reason or "eos"
                 yield ev
@@ -161,6 +170,8 @@ class ChatSession:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()  # a consumer that stopped early must not leave a window open
+            if stop_reason == "eos" and last_token is not None:
+                self._end_text[len(self.turns)] = self.generator.decode([last_token]) or prompts.IM_END
             self._finish(text, prompt, "".join(pieces), stop_reason, settings, windows)
 
     def _finish(self, text: str, prompt: str, output: str, stop_reason: str,
@@ -170,7 +181,7 @@ class ChatSession:
                           settings=settings.to_dict())
         self.turns.append(turn)
         self.last_windows = windows
-        self._context = prompt + output + (prompts.IM_END if stop_reason == "eos" else "")
+        self._context = prompt + output + self._end(index, stop_reason)
         if self.store is not None and self.session_id is not None:
             self.store.add_turn(self.session_id, turn)
             self.store.add_message(self.session_id, index, "user", text)
@@ -186,6 +197,7 @@ class ChatSession:
         keep = len(self.turns) - 1
         self._rewind(keep - 1)
         self.turns = self.turns[:keep]
+        self._end_text = {k: v for k, v in self._end_text.items() if k < keep}
         self._context = self._context_after(keep)
         if self.store is not None and self.session_id is not None:
             self.store.truncate_turns(self.session_id, keep)
