@@ -55,7 +55,9 @@ class ChatSession:
         self.settings = settings or GenerationSettings()
         self.store = store
         self.system = system
-        self.template = getattr(generator, "chat_template", None) or prompts.CHAT_TEMPLATE
+        self.template = (getattr(generator, "chat_template", None)
+                         or getattr(getattr(generator, "tokenizer", None), "chat_template", None)
+                         or prompts.CHAT_TEMPLATE)
         self.turns: list[TurnRecord] = []
         self.last_windows: list[WindowStats] = []
         self._context = ""          # the text committed to the engine so far

@@ -282,6 +282,9 @@ class SessionStore:
     # -- turns and messages ------------------------------------------------------------------
     def add_turn(self, session_id: str, turn: TurnRecord) -> None:
         with self._tx() as c:
+            if c.execute("SELECT 1 FROM turns WHERE session_id = ? AND idx = ?", (session_id, turn.index)).fetchone():
+                raise SessionError(f"session {session_id} already has a turn {turn.index} "
+                                   "(was it continued by another strata meanwhile?)")
             c.execute("INSERT INTO turns VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                       (session_id, turn.index, turn.role, turn.input, turn.instruction,
                        turn.file_path, turn.file_content, turn.output, turn.stop_reason,
