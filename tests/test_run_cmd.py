@@ -1,0 +1,77 @@
+"""`strata run` end to end on a tiny random checkpoint (subprocess: real exit codes and streams)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("strata._engine")
+import strata  # noqa: E402
+from strata.devmodel import write_random_model  # noqa: E402
+
+# the folder this test imported strata from (app/ in a checkout, site-packages when installed)
+APP = str(Path(strata.__file__).resolve().parents[1])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("runm") / "m"
+    write_random_model(str(path), arch="qwen3_next", seed=1, preset="tiny", vocab_size=128)
+    return path
+
+
+def strata(*args, stdin=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = APP + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "strata", *args], input=stdin, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_json_output_is_stable_and_drafting_is_lossless(model_dir):
+    outs = []
+    for draft in (["--draft", "none"], ["--draft", "suffix"], ["--draft", "suffix", "--max-draft", "15"],
+                  ["--draft", "baseline"]):
+        r = strata("run", "--model", str(model_dir), "--prompt-ids", "5 6 7 8 5 6 7 8 5 6 7",
+                   "--max-new", "30", "--temperature", "0.8", "--seed", "7", "--json", "--threads", "1", *draft)
+        assert r.returncode == 0, r.stderr
+        obj = json.loads(r.stdout)
+        assert set(obj) >= {"text", "tokens", "stats", "stop_reason"}
+        assert len(obj["tokens"]) == 30 and obj["stop_reason"] == "max_new"
+        st = obj["stats"]
+        assert {"acceptance", "mean_keep", "t_hist", "tokens_per_s", "accepted_per_s", "window_p50_ms",
+                "window_p95_ms", "prefill_s"} <= set(st)
+        outs.append(obj["tokens"])
+    assert all(o == outs[0] for o in outs)
+
+
+def test_plain_output_and_stats_on_stderr(model_dir):
+    r = strata("run", "--model", str(model_dir), "--prompt-ids", "1,2,3", "--max-new", "5", "--stats")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.split()) == 5  # no tokenizer: the ids are printed
+    assert "tokens in" in r.stderr and "acceptance" in r.stderr
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--max-draft", "16"], 2, "--max-draft"),
+    (["--draft", "maybe"], 2, "--draft"),
+    (["--top-p", "0"], 2, "top_p"),
+    (["--prompt", "x"], 2, "only one of"),
+])
+def test_bad_options_are_one_line_usage_errors(model_dir, args, code, message):
+    r = strata("run", "--model", str(model_dir), "--prompt-ids", "1 2", *args)
+    assert r.returncode == code
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+
+
+def test_text_prompt_needs_a_tokenizer_and_missing_model_is_a_model_error(model_dir, tmp_path):
+    r = strata("run", "--model", str(model_dir), "--prompt", "hello")
+    assert r.returncode == 3 and "tokenizer" in r.stderr
+    r = strata("run", "--model", str(tmp_path / "nope"), "--prompt-ids", "1")
+    assert r.returncode == 3 and "nope" in r.stderr
+    r = strata("run", "--model", str(model_dir), "--prompt-ids", "100000")
+    assert r.returncode == 2 and "vocabulary" in r.stderr
