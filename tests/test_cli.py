@@ -128,7 +128,7 @@ def test_bench_reports_identity_and_ratio(capsys):
     code, out, err = run(capsys, "bench", str(DEMO / "edit-client.jsonl"), "-m", "fake", "--json")
     assert code == 0, err
     row = json.loads(out)["sessions"][0]
-    assert row["none"]["identical"] and row["suffix"]["identical"]
+    assert row["lossless"] and row["none"]["matches_recording"] and row["suffix"]["matches_recording"]
     assert row["suffix"]["windows"] < row["none"]["windows"]
     assert row["speedup"] > 0
 
@@ -151,7 +151,7 @@ def test_info_reads_checkpoint_metadata(capsys, tmp_path):
     assert data["layers"] == 2 and data["experts"] == 4 and data["experts_per_token"] == 2
     assert data["size_on_disk"] == sum(p.stat().st_size for p in folder.iterdir())
     code, out, _ = run(capsys, "info", str(folder))
-    assert "params        160" in out
+    assert "params        160 (0.0 M)" in out
     code, _, err = run(capsys, "info", str(tmp_path))
     assert code == ExitCode.MODEL and "no config.json" in err
 

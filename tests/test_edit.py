@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strata.edit import EditSession, diff_hunks, live_hunks, read_text_file, unified_diff
+from strata.edit import EditSession, diff_hunks, live_hunks, read_text_file, split_lines, unified_diff
 from strata.errors import EditError
 from strata.fake import FakeGenerator
 from strata.protocol import GenerationSettings
@@ -168,12 +168,18 @@ def test_unified_diff_matches_difflib():
     assert ours == ref
 
 
+def test_lines_split_on_newline_only():
+    assert split_lines("a\rb\nc\x0cd\n\u2028e") == ["a\rb\n", "c\x0cd\n", "\u2028e"]
+    assert split_lines("") == [] and split_lines("\n") == ["\n"]
+    assert len(diff_hunks("x\ry\n", "x\rz\n")[0].lines) == 2
+
+
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d\n", "\n", "e"]), max_size=14),
-       st.lists(st.sampled_from(["a\n", "b\n", "c\n", "x\n", "\n", "e"]), max_size=14))
+@given(st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d\n", "\n", "e", "f\r", "\x0c"]), max_size=14),
+       st.lists(st.sampled_from(["a\n", "b\n", "c\n", "x\n", "\n", "e", "f\r"]), max_size=14))
 def test_hunks_agree_with_difflib(a, b):
     old, new = "".join(a), "".join(b)
-    ref = [line for line in difflib.unified_diff(old.splitlines(True), new.splitlines(True), n=3)][2:]
+    ref = [line for line in difflib.unified_diff(split_lines(old), split_lines(new), n=3)][2:]
     ours = []
     for h in diff_hunks(old, new):
         ours.append(h.header + "\n")

@@ -130,16 +130,25 @@ def _group(opcodes: list[tuple[str, int, int, int, int]], n: int) -> list[list[t
     return [g for g in groups if any(op[0] != "equal" for op in g)]
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as a file has them: split after "\n" only (str.splitlines also splits on \r,
+    form feeds and Unicode separators, which would invent lines the file does not have)."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
 def diff_hunks(old: str, new: str, context: int = 3) -> list[Hunk]:
-    return _hunks_from(old.splitlines(keepends=True), new.splitlines(keepends=True), context)
+    return _hunks_from(split_lines(old), split_lines(new), context)
 
 
 def live_hunks(old: str, partial: str, context: int = 3) -> list[Hunk]:
     """Hunks of a rewrite still streaming: only complete lines count, and the part of the old
     file the rewrite has not reached yet is not shown as deleted."""
     complete = partial[:partial.rfind("\n") + 1]
-    return _hunks_from(old.splitlines(keepends=True), complete.splitlines(keepends=True), context,
-                       drop_trailing_delete=True)
+    return _hunks_from(split_lines(old), split_lines(complete), context, drop_trailing_delete=True)
 
 
 def unified_diff(old: str, new: str, path: str = "file", context: int = 3) -> str:

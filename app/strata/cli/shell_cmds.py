@@ -422,7 +422,7 @@ def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled a
     print(f"  type          {data.get('model_type')}")
     print(f"  layers        {data.get('layers')}" + (f"  {data['layer_types']}" if data.get("layer_types") else ""))
     print(f"  experts       {data.get('experts')} (top-{data.get('experts_per_token')})")
-    print(f"  params        {p:,} ({p / 1e9:.2f} B)")
+    print(f"  params        {p:,} ({p / 1e9:.2f} B)" if p >= 1e9 else f"  params        {p:,} ({p / 1e6:.1f} M)")
     print(f"  dtype         {data.get('dtype')}")
     print(f"  size on disk  {_human(data.get('size_on_disk') or 0)}")
 
@@ -450,29 +450,38 @@ def bench(
     for path in _bench_files(list(sessions or [])):
         rec = load_recording(path)
         row: dict[str, Any] = {"session": str(path), "kind": rec.kind, "turns": len(rec.turns)}
+        outputs: dict[str, list[str]] = {}
+        same_model = True
         for mode in ("none", "suffix"):
             rep = Replay(gen, rec, {"draft": mode})
             t0 = time.perf_counter()
             rep.run()
             secs = time.perf_counter() - t0
             tot = rep.report.total("replayed")
+            outputs[mode] = [t.output for t in rep.report.turns]
+            same_model = rep.report.same_model
             row[mode] = {"seconds": round(secs, 4), "tokens": tot.emitted, "windows": tot.windows,
                          "tokens_per_s": round(tot.emitted / secs, 2) if secs > 0 else 0.0,
                          "tokens_per_window": round(tot.tokens_per_window, 3),
-                         "acceptance": round(tot.acceptance, 4), "identical": rep.report.identical}
+                         "acceptance": round(tot.acceptance, 4),
+                         "matches_recording": rep.report.identical if same_model else None}
             _progress(f"strata: {path.name} draft={mode}: {tot.emitted} tokens in {secs:.2f}s")
         none_s, suffix_s = row["none"]["seconds"], row["suffix"]["seconds"]
         row["speedup"] = round(none_s / suffix_s, 3) if suffix_s > 0 else 0.0
+        # drafting is lossless: both runs must write exactly the same text
+        row["lossless"] = outputs["none"] == outputs["suffix"]
         rows.append(row)
     if as_json:
         _print_json({"model": gen.model_name, "sessions": rows})
-        return
-    print(f"model: {gen.model_name}")
-    for r in rows:
-        print(f"{Path(r['session']).name}: {r['suffix']['tokens_per_window']:.2f} tokens/window, "
-              f"acceptance {r['suffix']['acceptance']:.0%}, speedup {r['speedup']:.2f}x "
-              f"(suffix {r['suffix']['tokens_per_s']:.1f} tok/s vs none {r['none']['tokens_per_s']:.1f}), "
-              f"outputs {'identical' if r['none']['identical'] and r['suffix']['identical'] else 'DIFFER'}")
+    else:
+        print(f"model: {gen.model_name}")
+        for r in rows:
+            print(f"{Path(r['session']).name}: {r['suffix']['tokens_per_window']:.2f} tokens/window, "
+                  f"acceptance {r['suffix']['acceptance']:.0%}, speedup {r['speedup']:.2f}x "
+                  f"(suffix {r['suffix']['tokens_per_s']:.1f} tok/s vs none {r['none']['tokens_per_s']:.1f}), "
+                  f"drafting {'lossless' if r['lossless'] else 'CHANGED THE OUTPUT'}")
+    if not all(r["lossless"] for r in rows):
+        raise typer.Exit(int(ExitCode.MISMATCH))
 
 
 @app.command()
