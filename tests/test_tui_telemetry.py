@@ -128,5 +128,28 @@ def test_render_hunks_marks_the_current_hunk_and_records_its_row():
     text, rows = render_hunks(hunks, current=1)
     assert len(hunks) == 2 and rows[0] == 0 and rows[1] > rows[0]
     lines = text.plain.splitlines()
-    assert lines[rows[1]].startswith("\u25b6 @@") and "hunk 2/2" in lines[rows[1]]
+    assert lines[rows[1]].startswith("> @@") and "hunk 2/2" in lines[rows[1]]
     assert "- line 2" in lines and "+ LINE 2" in lines
+
+
+def test_keymap_loads_from_the_config_file_and_names_bad_entries(tmp_path):
+    from strata.errors import UsageError
+    from strata.tui.keymap import load_keymap
+
+    assert load_keymap(tmp_path / "missing.toml") == {}
+    good = tmp_path / "config.toml"
+    good.write_text('[keys]\n"chat.save" = "f9"\n')
+    assert load_keymap(good) == {"chat.save": "f9"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[keys]\n"chat.sav" = "f9"\n')
+    with pytest.raises(UsageError, match="bad.toml.*chat.sav"):
+        load_keymap(bad)
+
+
+def test_heatmap_columns_bin_wide_models_and_stretch_small_ones_evenly():
+    from strata.tui.widgets.heatmap import bin_edges
+
+    assert bin_edges(10, 4) == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert bin_edges(3, 7) == [(0, 1), (1, 2), (2, 3)]
+    assert bin_edges(3, 7, stretch=True) == [(0, 1), (0, 1), (1, 2), (1, 2), (2, 3), (2, 3)]
+    assert bin_edges(0, 5) == []

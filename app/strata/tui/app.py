@@ -11,7 +11,7 @@ Constructor (what the CLI calls)::
         edit_path=None,            # mode="edit": the file to rewrite
         instruction=None,          # mode="edit": first instruction (else asked for on screen)
         replay=None,               # mode="replay": a strata.replay recording to re-run
-        keymap=None,               # {binding id: "keys"} overrides, e.g. from config.toml
+        keymap=None,               # {binding id: "keys"}; None = the config file's [keys] table
         title=None,
     )
     app.run()                      # app.return_code / app.exit_result say what happened
@@ -66,6 +66,10 @@ class StrataApp(App):
         self.edit_path = Path(edit_path) if edit_path is not None else None
         self.instruction = instruction
         self.replay = replay
+        if keymap is None:
+            from .keymap import load_keymap
+
+            keymap = load_keymap()  # UsageError (one line, names the file) on a bad table
         if keymap:
             self.set_keymap(keymap)
         self.title = title or f"strata {mode}"
@@ -111,6 +115,19 @@ class StrataApp(App):
         from .screens.base import PanelsColumn
         for column in self.screen.query(PanelsColumn):
             column.display = not column.display
+
+    def action_zoom_panels(self) -> None:
+        from .screens.base import PanelsColumn
+        columns = list(self.screen.query(PanelsColumn))
+        if not columns:
+            return
+        zoomed = not columns[0].has_class("-zoomed")
+        for column in columns:
+            column.set_class(zoomed, "-zoomed")
+            column.display = True
+        for left in self.screen.query("#left"):
+            left.display = not zoomed
+        self.repaint_panels(force=True)
 
     def action_show_help(self) -> None:
         from .screens.help import HelpScreen

@@ -33,6 +33,8 @@ APP_KEYS = (
     Key("app.heatmap-numbers", "f3", "toggle_heatmap_numbers", "Heatmap numbers",
         "Switch the expert heatmap between colours and a numeric table"),
     Key("app.panels", "f4", "toggle_panels", "Panels", "Show or hide the telemetry panels"),
+    Key("app.panels-zoom", "f5", "zoom_panels", "Zoom panels",
+        "Give the telemetry panels the whole width (again: back to the normal layout)"),
 )
 
 CHAT_KEYS = (
@@ -85,3 +87,37 @@ def parse_keymap(table: dict[str, object]) -> dict[str, str]:
             raise ValueError(f"key binding {binding_id!r} must be a non-empty string like 'ctrl+s'")
         out[binding_id] = keys.strip()
     return out
+
+
+def load_keymap(path=None) -> dict[str, str]:
+    """The [keys] table of the config file (`strata paths` shows where it is); {} when there is
+    no file or no table. A bad file raises UsageError naming the file and the key."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+
+    if path is None:
+        from ..paths import config_file
+
+        path = config_file()
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: no TOML reader in the standard library
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the config file ({exc})") from None
+    table = data.get("keys", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [keys] must be a table of binding id = \"keys\"")
+    try:
+        return parse_keymap(table)
+    except ValueError as exc:
+        raise UsageError(f"{path}: {exc}") from None

@@ -24,9 +24,9 @@ def render_hunks(hunks: list[Hunk], current: int = -1, *, writing: str | None = 
     row = 0
     for index, hunk in enumerate(hunks):
         rows.append(row)
-        marker = "\u25b6 " if index == current else "  "
+        marker = "> " if index == current else "  "
         text.append(f"{marker}{hunk.header}  hunk {index + 1}/{len(hunks)}  "
-                    f"+{hunk.added} -{hunk.removed}\n",
+                    f"+{hunk.added} -{hunk.removed} \n",
                     style="bold reverse cyan" if index == current else "bold cyan")
         row += 1
         for line in hunk.lines:
@@ -45,6 +45,10 @@ def render_hunks(hunks: list[Hunk], current: int = -1, *, writing: str | None = 
 class DiffView(VerticalScroll):
     """`start(original)`, `append(text)` while streaming, `show(hunks)` for review;
     `hunk_count`, `current_hunk`, `goto_hunk(i)`."""
+
+    DEFAULT_CSS = """
+    DiffView > #diff-text { width: 1fr; }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

@@ -36,8 +36,16 @@ def gradient(value: float) -> tuple[int, int, int]:
     return GRADIENT[-1][1]
 
 
-def bin_edges(n: int, bins: int) -> list[tuple[int, int]]:
-    bins = max(1, min(n, bins))
+def bin_edges(n: int, bins: int, stretch: bool = False) -> list[tuple[int, int]]:
+    """Split range(n) into at most `bins` contiguous ranges. With more bins than items, each item
+    gets its own range, repeated the same whole number of times with `stretch` (so a small model
+    still fills the width evenly)."""
+    if n <= 0:
+        return []
+    bins = max(1, bins)
+    if bins >= n:
+        repeat = bins // n if stretch else 1
+        return [(i, i + 1) for i in range(n) for _ in range(repeat)]
     return [(b * n // bins, (b + 1) * n // bins) for b in range(bins)]
 
 
@@ -47,7 +55,7 @@ def binned(heat: np.ndarray, cold: set[tuple[int, int]], rows: int, cols: int
     ranges of the row bins."""
     n_layers, n_experts = heat.shape
     lbins = bin_edges(n_layers, rows)
-    ebins = bin_edges(n_experts, cols)
+    ebins = bin_edges(n_experts, cols, stretch=True)
     values = np.zeros((len(lbins), len(ebins)))
     marks = np.zeros((len(lbins), len(ebins)), dtype=bool)
     cold_mask = np.zeros(heat.shape, dtype=bool)
