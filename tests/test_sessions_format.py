@@ -118,3 +118,26 @@ def test_fuzzed_files_only_ever_raise_session_error(lines):
         return
     assert rec.kind in ("chat", "edit")
     assert [t.index for t in rec.turns] == list(range(len(rec.turns)))
+
+
+def test_edit_statuses_travel_with_the_file(store, tmp_path):
+    from strata.edit import EditSession
+
+    f = tmp_path / "code.py"
+    f.write_text("x = 1\n")
+    ed = EditSession(FakeGenerator(), f, store=store)
+    list(ed.propose("replace 1 with 2"))
+    ed.accept()
+    list(ed.propose("add a header"))
+    ed.reject()
+    rec = recording_from_store(store, ed.session_id)
+    assert [rec.edits[i]["status"] for i in (0, 1)] == ["accepted", "rejected"]
+    path = tmp_path / "edit.jsonl"
+    write_session_file(rec, path)
+    back = read_session_file(path)
+    assert back.edits == rec.edits
+    sid = import_recording(store, back)
+    assert [e.status for e in store.edits(sid)] == ["accepted", "rejected"]
+    bad = path.read_text().replace('"status":"accepted"', '"status":"maybe"')
+    with pytest.raises(SessionError, match=':2: turn "edit"'):
+        parse_lines(bad.splitlines(), "x.jsonl")

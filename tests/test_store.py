@@ -213,3 +213,19 @@ def test_store_is_usable_from_worker_threads(store):
         t.join()
     assert not errors
     assert len(store.messages(sid)) == 80
+
+
+def test_ring_size_comes_from_argument_env_then_store(store, monkeypatch):
+    monkeypatch.delenv("STRATA_CHECKPOINTS", raising=False)
+    sid = store.create_session("chat", MODEL)
+    assert CheckpointRing.for_session(store, sid, "abc123").capacity == 8
+    store.set_setting("checkpoint_ring_size", 5)
+    assert CheckpointRing.for_session(store, sid, "abc123").capacity == 5
+    monkeypatch.setenv("STRATA_CHECKPOINTS", "3")
+    assert CheckpointRing.for_session(store, sid, "abc123").capacity == 3
+    assert CheckpointRing.for_session(store, sid, "abc123", capacity=2).capacity == 2
+    monkeypatch.setenv("STRATA_CHECKPOINTS", "lots")
+    with pytest.raises(SessionError, match="STRATA_CHECKPOINTS"):
+        CheckpointRing.for_session(None, None, "abc123")
+    with pytest.raises(SessionError, match="at least 1"):
+        CheckpointRing(0, model_id="abc123")

@@ -17,6 +17,7 @@ from typing import IO, Any, Iterable
 from .errors import SessionError
 from .protocol import GenerationSettings, WindowStats
 from .store import SessionStore, TurnRecord, atomic_write_bytes
+from .store.db import EDIT_STATUSES
 
 FORMAT = "strata-session"
 VERSION = 1
@@ -35,6 +36,8 @@ class Recording:
     settings: dict[str, Any]
     turns: list[TurnRecord] = field(default_factory=list)
     windows: dict[int, list[WindowStats]] = field(default_factory=dict)
+    # edit sessions: what became of each round's rewrite (status, before/after sha256)
+    edits: dict[int, dict[str, str]] = field(default_factory=dict)
     title: str | None = None
     session_id: str | None = None
     created_at: float | None = None
@@ -74,7 +77,10 @@ def dump_lines(rec: Recording) -> list[str]:
         header["created_at"] = rec.created_at
     lines = [header]
     for t in rec.turns:
-        lines.append(_turn_line(t))
+        line = _turn_line(t)
+        if t.index in rec.edits:
+            line["edit"] = rec.edits[t.index]
+        lines.append(line)
         for w in rec.windows.get(t.index, []):
             lines.append({"type": "window", "turn": t.index, **w.to_dict()})
     return [json.dumps(x, ensure_ascii=False, separators=(",", ":")) for x in lines]
@@ -164,6 +170,13 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
                 _check_settings(tset, where)
             created = obj.get("created_at", 0.0)
             _expect(isinstance(created, (int, float)), where, '"created_at" must be a number')
+            edit = obj.get("edit")
+            if edit is not None:
+                _expect(isinstance(edit, dict) and edit.get("status") in EDIT_STATUSES
+                        and all(isinstance(edit.get(k), str) and len(edit[k]) == 64
+                                for k in ("before_sha256", "after_sha256")), where,
+                        f'turn "edit" must be {{"status": {"|".join(EDIT_STATUSES)}, "before_sha256", "after_sha256"}}')
+                rec.edits[expected_index] = {k: edit[k] for k in ("status", "before_sha256", "after_sha256")}
             rec.turns.append(TurnRecord(index=expected_index, input=obj["input"], output=obj["output"],
                                         role=role, instruction=obj.get("instruction"), file_path=fpath,
                                         file_content=fcontent, stop_reason=obj.get("stop_reason"),
@@ -236,6 +249,9 @@ def recording_from_store(store: SessionStore, session_id: str) -> Recording:
                     created_at=info.created_at, source=f"session {info.id}")
     for turn, stats in store.windows(info.id):
         rec.windows.setdefault(turn, []).append(stats)
+    for e in store.edits(info.id):
+        rec.edits[e.turn_idx] = {"status": e.status, "before_sha256": e.before_sha256,
+                                 "after_sha256": e.after_sha256}
     return rec
 
 
@@ -259,4 +275,7 @@ def import_recording(store: SessionStore, rec: Recording) -> str:
             store.add_message(sid, t.index, "assistant", t.output)
         if t.index in rec.windows:
             store.add_windows(sid, t.index, rec.windows[t.index])
+        if t.index in rec.edits:
+            e = rec.edits[t.index]
+            store.add_edit(sid, t.index, t.file_path or "", e["before_sha256"], e["after_sha256"], e["status"])
     return sid

@@ -30,6 +30,17 @@ SeedOpt = typer.Option(None, "--seed", help="Sampling seed.")
 MaxNewOpt = typer.Option(None, "--max-new", help="Most tokens to generate per turn.")
 MaxDraftOpt = typer.Option(None, "--max-draft", help="Fixed draft length (default: adaptive).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
+CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
+
+
+def _set_checkpoints(n: int | None) -> None:
+    if n is None:
+        return
+    if n < 1:
+        raise UsageError(f"--checkpoints must be at least 1, not {n}")
+    from ..store.ring import ENV_KEY
+
+    os.environ[ENV_KEY] = str(n)  # read by every checkpoint ring of this process, TUI included
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -135,7 +146,8 @@ def _main(ctx: typer.Context,
         os.environ["STRATA_DEBUG"] = "1"
     if ctx.invoked_subcommand is None:
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
-             temperature=None, seed=None, max_new=None, max_draft=None, no_save=False, as_json=False)
+             temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
+             checkpoints=None, as_json=False)
     elif model is not None:
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
@@ -150,9 +162,10 @@ def chat(
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
-    no_save: bool = NoSaveOpt, as_json: bool = JsonOpt,
+    no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
+    _set_checkpoints(checkpoints)
     if no_save and session:
         raise UsageError("--session and --no-save do not go together")
     store = _open_store(no_save)
@@ -200,11 +213,13 @@ def edit(
     no_input: bool = typer.Option(False, "--no-input", help="Headless: print the diff, write nothing (unless --yes)."),
     model: Optional[str] = ModelOpt,
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
-    max_draft: Optional[int] = MaxDraftOpt, no_save: bool = NoSaveOpt, as_json: bool = JsonOpt,
+    max_draft: Optional[int] = MaxDraftOpt, no_save: bool = NoSaveOpt,
+    checkpoints: Optional[int] = CheckpointsOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
     from ..edit import EditSession, read_text_file
 
+    _set_checkpoints(checkpoints)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
     settings = _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
     headless = yes or no_input or not _interactive(False) or as_json

@@ -6,6 +6,7 @@ recorded in the `checkpoints` table, so a resumed session can still undo.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CAPACITY = 8
 SETTING_KEY = "checkpoint_ring_size"
+ENV_KEY = "STRATA_CHECKPOINTS"
 
 
 @dataclass
@@ -51,8 +53,19 @@ class CheckpointRing:
     @classmethod
     def for_session(cls, store: "SessionStore | None", session_id: str | None, model_id: str,
                     capacity: int | None = None) -> "CheckpointRing":
+        """Ring size: `capacity`, else $STRATA_CHECKPOINTS, else the store's
+        `checkpoint_ring_size` setting, else 8."""
         if capacity is None:
-            capacity = int(store.get_setting(SETTING_KEY, DEFAULT_CAPACITY)) if store else DEFAULT_CAPACITY
+            env = os.environ.get(ENV_KEY, "").strip()
+            if env:
+                try:
+                    capacity = int(env)
+                except ValueError:
+                    raise SessionError(f"{ENV_KEY}={env!r} is not a number of checkpoints") from None
+            elif store is not None:
+                capacity = int(store.get_setting(SETTING_KEY, DEFAULT_CAPACITY))
+            else:
+                capacity = DEFAULT_CAPACITY
         return cls(capacity, model_id=model_id, store=store, session_id=session_id)
 
     def __len__(self) -> int:
