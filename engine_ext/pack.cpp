@@ -9,6 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "window_model.h"
 
 namespace strata {
@@ -35,7 +39,7 @@ const CrcTables& crc_tables() {
 
 }  // namespace
 
-uint32_t crc32(const void* data, size_t n, uint32_t crc) {
+uint32_t crc32_portable(const void* data, size_t n, uint32_t crc) {
     const auto& t = crc_tables().t;
     const auto* p = static_cast<const uint8_t*>(data);
     crc = ~crc;
@@ -52,6 +56,70 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
     while (n--) crc = t[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+namespace {
+
+// Carry-less multiplication folding (Intel, "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ"), for the reflected zlib polynomial. Works on the raw CRC register (no inversion);
+// n must be a multiple of 16 and at least 64. Verifying a blob at disk speed needs this: the
+// table version manages well under 1 GB/s per core.
+__attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold(uint32_t reg, const uint8_t* p, size_t n) {
+    const __m128i k1k2 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
+    const __m128i poly_mu = _mm_set_epi64x(0x1F7011641LL, 0x1DB710641LL);
+    const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
+    auto ld = [](const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); };
+    auto fold = [](__m128i x, __m128i k, __m128i next) {
+        return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),
+                             next);
+    };
+    __m128i x1 = _mm_xor_si128(ld(p), _mm_cvtsi32_si128(int(reg)));
+    __m128i x2 = ld(p + 16), x3 = ld(p + 32), x4 = ld(p + 48);
+    p += 64;
+    n -= 64;
+    while (n >= 64) {
+        x1 = fold(x1, k1k2, ld(p));
+        x2 = fold(x2, k1k2, ld(p + 16));
+        x3 = fold(x3, k1k2, ld(p + 32));
+        x4 = fold(x4, k1k2, ld(p + 48));
+        p += 64;
+        n -= 64;
+    }
+    x1 = fold(x1, k3k4, x2);
+    x1 = fold(x1, k3k4, x3);
+    x1 = fold(x1, k3k4, x4);
+    while (n >= 16) {
+        x1 = fold(x1, k3k4, ld(p));
+        p += 16;
+        n -= 16;
+    }
+    // 128 -> 64 bits (appending 32 zero bits), then 64 -> 32 by Barrett reduction
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(k3k4, x1, 0x01), _mm_srli_si128(x1, 8));
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, mask32), k5, 0x00), _mm_srli_si128(x1, 4));
+    __m128i t = _mm_clmulepi64_si128(_mm_and_si128(x1, mask32), poly_mu, 0x10);
+    t = _mm_clmulepi64_si128(_mm_and_si128(t, mask32), poly_mu, 0x00);
+    return uint32_t(_mm_extract_epi32(_mm_xor_si128(x1, t), 1));
+}
+
+bool have_pclmul() {
+    static const bool yes = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    return yes;
+}
+
+}  // namespace
+
+uint32_t crc32(const void* data, size_t n, uint32_t crc) {
+    if (n < 64 || !have_pclmul()) return crc32_portable(data, n, crc);
+    const auto* p = static_cast<const uint8_t*>(data);
+    const size_t body = n & ~size_t(15);
+    const uint32_t reg = crc32_fold(~crc, p, body);
+    return crc32_portable(p + body, n - body, ~reg);
+}
+#else
+uint32_t crc32(const void* data, size_t n, uint32_t crc) { return crc32_portable(data, n, crc); }
+#endif
 
 PackFile::PackFile(PackGeometry geo, IoMode mode) : geo_(std::move(geo)), mode_(mode) {
     const size_t n_blobs = geo_.layers.size() * size_t(geo_.num_experts);

@@ -10,7 +10,10 @@
 
 namespace strata {
 
+// CRC-32 with the zlib polynomial (same values as Python's zlib.crc32); carry-less multiply
+// folding where the CPU has it, slicing-by-8 otherwise.
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
+uint32_t crc32_portable(const void* data, size_t n, uint32_t crc = 0);
 
 struct PackGeometry {
     std::string path;             // experts.bin

@@ -123,6 +123,14 @@ void register_stream(py::module_& m) {
             return out;
         }, py::arg("layer"), py::arg("experts"), py::arg("root_experts") = std::vector<int>{},
            "Pins and returns (gate, up, down) copies for each expert; bf16 comes back as uint16 bits.")
+        .def("acquire_release", [](StreamingExpertStore& s, int layer, std::vector<int> experts,
+                                   std::vector<int> root) {
+            py::gil_scoped_release nogil;
+            std::vector<strata::ExpertView> views;
+            s.acquire_layer(layer, experts, root, views);
+            s.release_layer(layer);
+        }, py::arg("layer"), py::arg("experts"), py::arg("root_experts") = std::vector<int>{},
+           "Loads (waits for) and releases experts without copying them out: for benchmarks.")
         .def("release", &StreamingExpertStore::release_layer, py::arg("layer"),
              py::call_guard<py::gil_scoped_release>())
         .def("prefetch", &StreamingExpertStore::prefetch, py::arg("layer"), py::arg("experts"))

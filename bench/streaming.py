@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Expert streaming benchmark.
+
+Builds a synthetic MoE pack of several GB on disk (random weights, realistic shape: many layers,
+>= 128 experts, top-k 8), then in one run measures:
+
+  * the raw uncached read rate of that disk: O_DIRECT reads of the same file with the same block
+    size (one expert blob) and the same number of threads as strata's IO pool;
+  * strata's cold-read throughput (whole layers loaded through the store, nothing cached);
+  * the engine decoding over the pack at expert caches of 10/25/50/100 % of the expert bytes,
+    for T=1 windows and for drafted windows (root + 3 random drafts, keep drawn with a 0.7
+    per-draft acceptance), in both IO modes: tokens/s, hit rate, bytes read per token, achieved
+    read rate, union per layer and extra cold experts per window;
+  * read-ahead on/off and LRU vs LFU at 25 %.
+
+Speeds are compared as ratios inside this one run (the machines are noisy). The pack is
+deleted afterwards unless --keep.
+
+    PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME python bench/streaming.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from strata import config as strata_config
+from strata import pack
+
+
+def synth_config(layers: int, experts: int, top_k: int, hidden: int, inter: int, vocab: int) -> dict:
+    """A qwen3_next-shaped config: Gated DeltaNet with a full-attention layer every 4th."""
+    return {
+        "model_type": "qwen3_next",
+        "architectures": ["Qwen3NextForCausalLM"],
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": 2 * inter,
+        "moe_intermediate_size": inter,
+        "shared_expert_intermediate_size": inter,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "linear_num_key_heads": 4,
+        "linear_num_value_heads": 8,
+        "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64,
+        "linear_conv_kernel_dim": 4,
+        "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)],
+        "num_experts": experts,
+        "num_experts_per_tok": top_k,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.25,
+        "tie_word_embeddings": False,
+    }
+
+
+def to_bf16_bits(a: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+
+
+def synth_dense(cfg: dict, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    spec = strata_config.normalize(cfg)
+    out = {}
+    for name, shape in strata_config.required_tensors(spec, experts=False).items():
+        hf = name if name == "lm_head.weight" else "model." + name
+        if len(shape) == 1:
+            out[hf] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+        else:
+            fan_in = shape[-1]
+            out[hf] = to_bf16_bits(rng.standard_normal(shape, dtype=np.float32) / np.sqrt(fan_in))
+    return out
+
+
+def build_pack(dst: str, args) -> str:
+    cfg = synth_config(args.layers, args.experts, args.top_k, args.hidden, args.inter, args.vocab)
+    rng = np.random.default_rng(0)
+    dense = synth_dense(cfg, rng)
+    n = 3 * args.hidden * args.inter
+    # one pool of valid bf16 values; each blob is a window at its own offset (distinct bytes, fast)
+    pool = to_bf16_bits(rng.standard_normal(n + 65536, dtype=np.float32) / np.sqrt(args.hidden)).tobytes()
+
+    def blob(li: int, e: int) -> bytes:
+        off = 2 * ((li * 7919 + e * 104729) % 65536)
+        return pool[off:off + 2 * n]
+
+    t0 = time.monotonic()
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr.isatty() and time.monotonic() - last[0] > 0.2:
+            last[0] = time.monotonic()
+            sys.stderr.write(f"\rwriting pack {done / total * 100:5.1f}%")
+
+    pack.write_synthetic_pack(dst, cfg, dense, layers=list(range(args.layers)), num_experts=args.experts,
+                              hidden=args.hidden, inter=args.inter, dtype="bf16", blob=blob, progress=progress)
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    info = pack.read_pack(dst)
+    print(f"pack: {args.layers} layers x {args.experts} experts x {pack.human_bytes(info.ex['stride'])} = "
+          f"{pack.human_bytes(info.expert_bytes)} of experts, top-{args.top_k}; written in "
+          f"{time.monotonic() - t0:.1f} s", flush=True)
+    return dst
+
+
+def drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def raw_read_rate(info: pack.PackInfo, threads: int, seconds: float) -> tuple[float, str]:
+    """O_DIRECT random reads of whole blobs (same file, block size and threads as the store)."""
+    ex = info.ex
+    n_blobs = ex["num_layers"] * ex["num_experts"]
+    drop_cache(info.experts_path)
+    total = [0] * threads
+    mode = "O_DIRECT"
+    try:
+        os.close(os.open(info.experts_path, os.O_RDONLY | os.O_DIRECT))
+    except (OSError, AttributeError):
+        mode = "buffered+DONTNEED"
+    stop = time.monotonic() + seconds
+
+    def worker(i: int) -> None:
+        flags = os.O_RDONLY | (os.O_DIRECT if mode == "O_DIRECT" else 0)
+        fd = os.open(info.experts_path, flags)
+        buf = mmap.mmap(-1, ex["stride"])  # page-aligned
+        r = random.Random(i)
+        try:
+            while time.monotonic() < stop:
+                off = ex["data_offset"] + r.randrange(n_blobs) * ex["stride"]
+                total[i] += os.preadv(fd, [buf], off)
+                if mode != "O_DIRECT":
+                    os.posix_fadvise(fd, off, ex["stride"], os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(total) / (time.monotonic() - t0), mode
+
+
+def store_cold_rate(info: pack.PackInfo, io_mode: str, threads: int, layers: int) -> float:
+    """strata's own cold-read throughput: whole layers through the store, nothing cached."""
+    ex = info.ex
+    drop_cache(info.experts_path)
+    st = pack.open_expert_store(info, cache_bytes=ex["num_experts"] * ex["stride"], io_mode=io_mode,
+                                io_threads=threads)
+    t0 = time.monotonic()
+    for li in range(layers):
+        st.acquire_release(ex["layers"][li], list(range(ex["num_experts"])), [])
+    dt = time.monotonic() - t0
+    return st.drain_telemetry()["bytes_read"] / dt
+
+
+def run_engine(path: str, *, cache: str, io_mode: str, drafted: bool, windows: int, warmup: int,
+               readahead: bool = False, eviction: str = "lru", io_threads: int = 4, seed: int = 0) -> dict:
+    info = pack.read_pack(path)
+    drop_cache(info.experts_path)
+    eng = pack.load_pack(path, expert_cache=cache, io_mode=io_mode, readahead=readahead, eviction=eviction,
+                         io_threads=io_threads)
+    rng = random.Random(seed)
+    vocab = eng.vocab_size
+    prompt = [rng.randrange(vocab) for _ in range(8)]
+    logits = eng.run(prompt)
+    eng.commit(len(prompt))
+    root = int(np.argmax(logits[-1]))
+    agg = {k: 0 for k in ("hits", "cold_misses", "bytes_read", "prefetch_issued", "prefetch_used",
+                          "prefetch_wasted", "prefetched_bytes", "extra_cold", "tokens", "windows")}
+    agg.update(late_wait_us=0.0, run_us=0.0, union=0, union_layers=0)
+    t_start = None
+    for w in range(warmup + windows):
+        if w == warmup:
+            t_start = time.monotonic()
+        drafts = [rng.randrange(vocab) for _ in range(3)] if drafted else []
+        logits = eng.run([root] + drafts)
+        t = eng.last_telemetry()
+        keep = 1
+        while keep <= len(drafts) and rng.random() < 0.7:
+            keep += 1
+        eng.commit(keep)
+        root = int(np.argmax(logits[keep - 1]))
+        if w < warmup:
+            continue
+        for k in ("hits", "cold_misses", "bytes_read", "prefetch_issued", "prefetch_used", "prefetch_wasted",
+                  "prefetched_bytes", "extra_cold"):
+            agg[k] += int(t[k])
+        agg["late_wait_us"] += float(t["late_wait_us"])
+        agg["run_us"] += float(t["run_us"])
+        agg["union"] += sum(t["union_per_layer"])
+        agg["union_layers"] += len(t["union_per_layer"])
+        agg["tokens"] += keep
+        agg["windows"] += 1
+    wall = time.monotonic() - t_start
+    slots = t["cache_slots_total"]
+    looked = agg["hits"] + agg["cold_misses"]
+    return {
+        "cache": cache, "io_mode": eng.expert_store.io_mode, "drafted": drafted, "readahead": readahead,
+        "eviction": eviction, "slots": slots, "wall_s": wall,
+        "tok_s": agg["tokens"] / wall if wall else 0.0,
+        "hit_rate": agg["hits"] / looked if looked else 0.0,
+        "bytes_per_token": agg["bytes_read"] / max(agg["tokens"], 1),
+        "read_rate": agg["bytes_read"] / wall if wall else 0.0,
+        "late_wait_share": agg["late_wait_us"] / 1e6 / wall if wall else 0.0,
+        "union_per_layer": agg["union"] / max(agg["union_layers"], 1),
+        "extra_cold_per_window": agg["extra_cold"] / max(agg["windows"], 1),
+        **{k: agg[k] for k in ("tokens", "windows", "hits", "cold_misses", "bytes_read", "prefetch_issued",
+                               "prefetch_used", "prefetch_wasted")},
+    }
+
+
+def fmt_row(r: dict) -> str:
+    mib = 1 << 20
+    return (f"| {r['io_mode']:<17} | {r['cache']:>5} | {'T=4 drafted' if r['drafted'] else 'T=1':<11} | "
+            f"{'on' if r['readahead'] else 'off':<3} | {r['eviction']} | {r['tok_s']:7.2f} | "
+            f"{r['hit_rate'] * 100:5.1f}% | {r['bytes_per_token'] / mib:8.1f} | {r['read_rate'] / mib:7.0f} | "
+            f"{r['late_wait_share'] * 100:5.1f}% | {r['union_per_layer']:5.1f} | {r['extra_cold_per_window']:6.1f} |")
+
+
+HEADER = ("| IO mode           | cache | window      | RA  | evict | tok/s   | hits   | MiB/token | MiB/s   "
+          "| wait  | union | xcold  |\n"
+          "|-------------------|-------|-------------|-----|-------|---------|--------|-----------|---------"
+          "|-------|-------|--------|")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=None, help="where to build the pack (default: a temp dir)")
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--experts", type=int, default=128)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--inter", type=int, default=512)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--windows", type=int, default=16, help="measured windows per configuration")
+    ap.add_argument("--warmup", type=int, default=6, help="unmeasured windows first (cache fills)")
+    ap.add_argument("--io-threads", type=int, default=4)
+    ap.add_argument("--caches", default="0.10,0.25,0.50,1.0")
+    ap.add_argument("--modes", default="direct,page_cache")
+    ap.add_argument("--quick", action="store_true", help="a small pack and few windows (smoke test)")
+    ap.add_argument("--keep", action="store_true", help="keep the pack afterwards")
+    ap.add_argument("--out", default=None, help="write every result as JSON here")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.layers, args.experts, args.hidden, args.inter, args.windows, args.warmup = 4, 128, 256, 128, 4, 2
+    root = args.dir or tempfile.mkdtemp(prefix="strata-bench-")
+    path = os.path.join(root, "bench.strata")
+    results: dict = {"args": vars(args), "runs": []}
+    try:
+        if not pack.is_pack(path):
+            build_pack(path, args)
+        info = pack.read_pack(path)
+        raw, raw_mode = raw_read_rate(info, args.io_threads, 2.0 if args.quick else 4.0)
+        results["raw_read_rate"] = raw
+        print(f"raw uncached read rate ({raw_mode}, {args.io_threads} threads, "
+              f"{pack.human_bytes(info.ex['stride'])} blocks): {raw / (1 << 20):.0f} MiB/s", flush=True)
+        for mode in args.modes.split(","):
+            cold = store_cold_rate(info, mode, args.io_threads, min(args.layers, 4))
+            results[f"cold_rate_{mode}"] = cold
+            print(f"strata cold-read throughput ({mode}): {cold / (1 << 20):.0f} MiB/s = "
+                  f"{cold / raw * 100:.0f}% of raw", flush=True)
+        print(HEADER, flush=True)
+        configs = []
+        for mode in args.modes.split(","):
+            for c in args.caches.split(","):
+                for drafted in (False, True):
+                    configs.append(dict(cache=c, io_mode=mode, drafted=drafted))
+        configs += [dict(cache="0.25", io_mode="direct", drafted=False, readahead=True),
+                    dict(cache="0.25", io_mode="direct", drafted=True, readahead=True),
+                    dict(cache="0.25", io_mode="direct", drafted=False, eviction="lfu"),
+                    dict(cache="0.25", io_mode="direct", drafted=True, eviction="lfu")]
+        for c in configs:
+            r = run_engine(path, windows=args.windows, warmup=args.warmup, io_threads=args.io_threads, **c)
+            results["runs"].append(r)
+            print(fmt_row(r), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(path, ignore_errors=True)
+            if not args.dir:
+                shutil.rmtree(root, ignore_errors=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
