@@ -23,6 +23,7 @@ constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T
 constexpr double kCostEma = 0.1;
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 32;         // a one-token draft every N windows that would not draft
+constexpr int64_t kReliableSamples = 16;  // windows of one T before its own average is trusted
 
 }  // namespace
 
@@ -55,45 +56,40 @@ double LengthController::acceptance(int b, int i) const {
 
 double LengthController::cost(int T) const {
     T = std::clamp(T, 1, kMaxT);
-    // the measured curve, interpolated between measured T and made non-decreasing
-    double curve[kMaxT + 1];
-    int lo = 0;
-    const double base = cost_n_[1] ? cost_ema_[1] : 1.0;
+    // A T with enough windows of its own uses its measured average; other T use a line
+    // c(T) = a + b (T - 1) fitted (weighted least squares) to every measured T, with a prior
+    // row cost so that a few noisy windows cannot swing the choice.
+    if (cost_n_[T] >= kReliableSamples) return cost_ema_[T];
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int t = 1; t <= kMaxT; ++t) {
-        if (cost_n_[t]) {
-            curve[t] = cost_ema_[t];
-            lo = t;
-            continue;
-        }
-        int hi = 0;
-        for (int u = t + 1; u <= kMaxT; ++u)
-            if (cost_n_[u]) {
-                hi = u;
-                break;
-            }
-        if (lo && hi) {
-            curve[t] = cost_ema_[lo] + (cost_ema_[hi] - cost_ema_[lo]) * double(t - lo) / double(hi - lo);
-        } else if (lo) {
-            // past the last measurement: the measured slope, at least the prior's
-            int prev = 0;
-            for (int u = lo - 1; u >= 1; --u)
-                if (cost_n_[u]) {
-                    prev = u;
-                    break;
-                }
-            double slope = kPriorRowCost * base;
-            if (prev) slope = std::max(slope, (cost_ema_[lo] - cost_ema_[prev]) / double(lo - prev));
-            curve[t] = cost_ema_[lo] + slope * double(t - lo);
-        } else if (hi) {
-            curve[t] = cost_ema_[hi] - kPriorRowCost * base * double(hi - t);
-            curve[t] = std::max(curve[t], 0.5 * cost_ema_[hi]);
-        } else {
-            curve[t] = base * (1.0 + kPriorRowCost * double(t - 1));
-        }
+        if (!cost_n_[t]) continue;
+        const double w = double(std::min<int64_t>(cost_n_[t], kReliableSamples));
+        const double x = double(t - 1);
+        sw += w;
+        sx += w * x;
+        sy += w * cost_ema_[t];
+        sxx += w * x * x;
+        sxy += w * x * cost_ema_[t];
     }
-    double c = curve[1];
-    for (int t = 2; t <= T; ++t) c = std::max(c, curve[t]);
-    return T == 1 ? curve[1] : c;
+    if (sw == 0) return 1.0 + kPriorRowCost * double(T - 1);  // nothing measured: relative units
+    double a, b;
+    const double var = sxx - sx * sx / sw;
+    if (var <= 1e-9) {
+        // one distinct T measured: its mean, and the prior's row cost relative to it
+        const double x0 = sx / sw, y0 = sy / sw;
+        a = y0 / (1.0 + kPriorRowCost * x0);
+        b = kPriorRowCost * a;
+    } else {
+        // shrink the slope toward the prior with the weight of kPriorWeight windows at x = 1
+        const double y_mean = sy / sw, x_mean = sx / sw;
+        const double b_fit = (sxy - sx * sy / sw) / var;
+        const double a_fit = y_mean - b_fit * x_mean;
+        const double prior_b = kPriorRowCost * std::max(a_fit, 1e-9);
+        b = (b_fit * var + prior_b * kPriorWeight) / (var + kPriorWeight);
+        a = y_mean - b * x_mean;
+    }
+    b = std::max(b, 0.0);
+    return std::max(a + b * double(T - 1), 1e-9);
 }
 
 double LengthController::expected_keep(int match_len, int drafts) const {
@@ -237,7 +233,10 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
         if (t < 0 || t >= V)
             throw std::invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary (" +
                                         std::to_string(V) + ")");
+    for (int32_t t : s.forced)
+        if (t < 0 || t >= V) throw std::invalid_argument("forced token id " + std::to_string(t) + " is outside the vocabulary");
     settings_ = s;
+    if (!s.forced.empty()) settings_.max_new = int(std::min<size_t>(size_t(s.max_new), s.forced.size()));
     gen_ = DecodeResult{};
     active_ = false;
     sampler_.reset(s.sampling);
@@ -251,7 +250,8 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
         const float* logits = m.run(input.data() + off, n);
         if (off + n == input.size() && s.max_new > 0) {
             // sample before commit: the logits stay valid until the next run
-            out.push_back(sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0));
+            out.push_back(s.forced.empty() ? sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0)
+                                           : s.forced[0]);
         }
         m.commit(n);
     }
@@ -262,7 +262,7 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
     WindowTelemetry t{};
     t.pos0 = prefill_pos0;
     t.window_us = gen_.prefill_us;
-    if (s.max_new == 0) {
+    if (settings_.max_new == 0) {
         gen_.stop_reason = "max_new";
     } else {
         const int32_t first = out.front();
@@ -272,7 +272,7 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
         gen_.tokens.push_back(first);
         t.emitted = 1;  // T = 0: no decode window, the token came from the prefill
         if (is_stop(first)) gen_.stop_reason = "eos";
-        else if (s.max_new == 1) gen_.stop_reason = "max_new";
+        else if (settings_.max_new == 1) gen_.stop_reason = "max_new";
         else if (m.pos() >= limit) gen_.stop_reason = "context";
     }
     active_ = gen_.stop_reason.empty();
@@ -302,12 +302,15 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
         window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
     }
     const int T = int(window.size());
+    const auto t_run = Clock::now();
     const float* logits = m.run(window.data(), T);
     std::vector<int32_t> outs;
     bool eos = false;
     int matched = 0;
     for (int i = 0; i < T; ++i) {
-        const int32_t o = sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i);
+        const int32_t o = s.forced.empty()
+                              ? sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i)
+                              : s.forced[gen_.tokens.size() + size_t(i)];
         outs.push_back(o);
         const bool hit = i + 1 < T && o == window[i + 1];
         if (hit) ++matched;
@@ -319,6 +322,7 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
     }
     const int keep = int(outs.size());
     m.commit(keep);
+    const double run_commit_us = us_since(t_run);
     for (int32_t o : outs) sampler_.accept(o);
     history_.insert(history_.end(), outs.begin(), outs.end());
     pending_.assign(1, outs.back());
@@ -334,7 +338,7 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
     t.match_len = d.match_len;
     t.drafter = drafting ? int(s.drafter) : 0;
     t.window_us = us_since(t0);
-    controller_.observe_cost(T, t.window_us);
+    controller_.observe_cost(T, run_commit_us);  // the drafter's lookup is paid whatever D is
     if (n_draft > 0) {
         // positions up to the first mismatch have a verdict; an EOS hides the ones after it
         const int observed = std::min(n_draft, eos ? matched : matched + 1);

@@ -22,6 +22,9 @@ struct DecodeSettings {
     int max_draft = -1;                         // < 0: adaptive length controller; K >= 0: fixed
     int min_match = 4;
     std::vector<int32_t> stop_ids;              // EOS tokens: end the emitted prefix
+    // Benchmark oracle: when set, output j is forced[j] instead of the sampled token (the model
+    // still runs every window, so timings are real; acceptance follows the forced text).
+    std::vector<int32_t> forced;
 };
 
 struct DecodeResult {

@@ -47,7 +47,7 @@ const char* drafter_name(int kind) {
 DecodeSettings settings_from(const py::kwargs& kw) {
     static const char* known[] = {"max_new", "temperature", "top_k", "top_p", "repetition_penalty",
                                   "presence_penalty", "frequency_penalty", "seed", "drafter", "max_draft",
-                                  "min_match", "stop_ids"};
+                                  "min_match", "stop_ids", "forced"};
     for (auto item : kw) {
         const std::string k = py::str(item.first);
         if (std::find(std::begin(known), std::end(known), k) == std::end(known))
@@ -70,6 +70,7 @@ DecodeSettings settings_from(const py::kwargs& kw) {
     }
     if (auto v = get("min_match"); !v.is_none()) s.min_match = v.cast<int>();
     if (auto v = get("stop_ids"); !v.is_none()) s.stop_ids = to_ids(v);
+    if (auto v = get("forced"); !v.is_none()) s.forced = to_ids(v);
     if (s.sampling.top_k < 0) throw py::value_error("top_k must be >= 0");
     if (!(s.sampling.top_p > 0.f)) throw py::value_error("top_p must be > 0");
     if (!(s.sampling.repetition_penalty > 0.f)) throw py::value_error("repetition_penalty must be > 0");
