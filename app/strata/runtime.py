@@ -39,9 +39,12 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
         raise ModelError(f"the decoding engine is not available in this build ({exc})") from None
     opts = {k: v for k, v in opts.items() if v is not None}
     from_path = getattr(Generator, "from_path", None)
-    if from_path is not None:
-        return from_path(str(path), **opts)
-    return Generator(str(path), **opts)
+    gen = from_path(str(path), **opts) if from_path is not None else Generator(str(path), **opts)
+    try:
+        gen.model_path = str(path.resolve())  # recorded in sessions so replay can find the model
+    except AttributeError:
+        pass
+    return gen
 
 
 # -- metadata ----------------------------------------------------------------------------------

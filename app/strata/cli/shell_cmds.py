@@ -30,6 +30,8 @@ SeedOpt = typer.Option(None, "--seed", help="Sampling seed.")
 MaxNewOpt = typer.Option(None, "--max-new", help="Most tokens to generate per turn.")
 MaxDraftOpt = typer.Option(None, "--max-draft", help="Fixed draft length (default: adaptive).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
+ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: all cores).")
+CacheOpt = typer.Option(None, "--expert-cache", help="Resident expert budget for packs (bytes, '8GiB', or a fraction).")
 CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
 
 
@@ -94,11 +96,11 @@ def _open_store(no_save: bool = False):
     return SessionStore()
 
 
-def _generator(model: str | None):
+def _generator(model: str | None, threads: int | None = None, expert_cache: str | None = None):
     from ..runtime import open_generator
 
     _progress(f"strata: loading {model or 'the default model'} ...")
-    return open_generator(model)
+    return open_generator(model, threads=threads, expert_cache=expert_cache)
 
 
 def _launch_tui(generator, **kwargs: Any) -> int:
@@ -147,7 +149,7 @@ def _main(ctx: typer.Context,
     if ctx.invoked_subcommand is None:
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
              temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
-             checkpoints=None, as_json=False)
+             checkpoints=None, threads=None, expert_cache=None, as_json=False)
     elif model is not None:
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
@@ -162,7 +164,8 @@ def chat(
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
-    no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt, as_json: bool = JsonOpt,
+    no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt,
+    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
     _set_checkpoints(checkpoints)
@@ -175,7 +178,7 @@ def chat(
     settings = _settings(base, draft=draft, temperature=temperature, seed=seed, max_new=max_new,
                          max_draft=max_draft)
     if not message and _interactive(no_input):
-        gen = _generator(model)
+        gen = _generator(model, threads, expert_cache)
         raise typer.Exit(_launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
     texts = list(message or [])
     if not texts:
@@ -185,7 +188,7 @@ def chat(
         texts = [data.rstrip("\n")]
     from ..chat import ChatSession
 
-    gen = _generator(model)
+    gen = _generator(model, threads, expert_cache)
     chat_session = ChatSession(gen, settings, store=store, session_id=session, system=system)
     results = []
     for text in texts:
@@ -214,7 +217,8 @@ def edit(
     model: Optional[str] = ModelOpt,
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_draft: Optional[int] = MaxDraftOpt, no_save: bool = NoSaveOpt,
-    checkpoints: Optional[int] = CheckpointsOpt, as_json: bool = JsonOpt,
+    checkpoints: Optional[int] = CheckpointsOpt, threads: Optional[int] = ThreadsOpt,
+    expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
     from ..edit import EditSession, read_text_file
@@ -224,12 +228,12 @@ def edit(
     settings = _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
     headless = yes or no_input or not _interactive(False) or as_json
     if not headless:
-        gen = _generator(model)
+        gen = _generator(model, threads, expert_cache)
         raise typer.Exit(_launch_tui(gen, mode="edit", settings=settings, store=_open_store(no_save),
                                      edit_path=file, instruction=instruction))
     if not instruction or not instruction.strip():
         raise UsageError("--instruction is required when editing without the TUI (--yes/--no-input or no terminal)")
-    gen = _generator(model)
+    gen = _generator(model, threads, expert_cache)
     store = _open_store(no_save)
     session = EditSession(gen, file, settings, store=store)
     stream = _Stream(echo=False)
@@ -276,7 +280,7 @@ def replay(
     model: Optional[str] = ModelOpt,
     temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt, max_draft: Optional[int] = MaxDraftOpt,
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI."),
-    as_json: bool = JsonOpt,
+    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Re-run a recorded session's inputs with the recorded (or overridden) settings."""
     from ..replay import Replay, load_recording
@@ -292,7 +296,7 @@ def replay(
     _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)  # validate
     if model is None and recording.model.get("path") and Path(str(recording.model["path"])).exists():
         model = str(recording.model["path"])
-    gen = _generator(model)
+    gen = _generator(model, threads, expert_cache)
     rep = Replay(gen, recording, overrides)
     if not rep.report.same_model:
         _stderr(f"strata: note: {recording.source} was recorded with {recording.model.get('name', '?')}; "
@@ -455,12 +459,13 @@ def _bench_files(paths: list[Path]) -> list[Path]:
 @app.command()
 def bench(
     sessions: Optional[List[Path]] = typer.Argument(None, help="Session files (default: sessions/**.jsonl)."),
-    model: Optional[str] = ModelOpt, as_json: bool = JsonOpt,
+    model: Optional[str] = ModelOpt, threads: Optional[int] = ThreadsOpt,
+    expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
     from ..replay import Replay, load_recording
 
-    gen = _generator(model)
+    gen = _generator(model, threads, expert_cache)
     rows = []
     for path in _bench_files(list(sessions or [])):
         rec = load_recording(path)

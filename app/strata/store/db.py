@@ -95,6 +95,8 @@ def model_identity(generator: Any, **extra: Any) -> dict[str, Any]:
     ident = {"name": str(getattr(generator, "model_name", "")),
              "id": str(getattr(generator, "model_id", "")),
              "context_limit": int(getattr(generator, "context_limit", 0) or 0)}
+    if getattr(generator, "model_path", None):
+        ident["path"] = str(generator.model_path)
     ident.update({k: v for k, v in extra.items() if v is not None})
     return ident
 
