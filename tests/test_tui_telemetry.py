@@ -33,17 +33,21 @@ def test_bucket_means_average_rather_than_take_the_max():
     assert bucket_means([], 4) == []
 
 
-def test_summary_of_windows():
+def test_panel_summary_is_the_decode_loops_summary():
+    from strata.generate import summarize
+
     stats = [win(T=4, drafted=3, accept=3, emitted=4, us=2000.0),
              win(T=4, drafted=3, accept=1, emitted=2, us=2000.0),
              win(T=1, emitted=1, us=1000.0)]
-    s = summarize_windows(stats, prefill_s=0.005)
+    log = TelemetryLog()
+    log.extend(stats)
+    s = log.summary()
+    assert s == summarize(stats)
     assert s.windows == 3 and s.tokens == 7
     assert s.acceptance == pytest.approx(4 / 6)
     assert s.mean_keep == pytest.approx(7 / 3)
-    assert s.tokens_per_s == pytest.approx(7 / 0.010)
+    assert s.tokens_per_s == pytest.approx(7 / 0.005)
     assert s.t_hist == {1: 1, 4: 2}
-    assert s.p50_ms == 2.0 and s.p95_ms == 2.0
     assert summarize_windows([]).tokens_per_s == 0.0
 
 
@@ -153,3 +157,9 @@ def test_heatmap_columns_bin_wide_models_and_stretch_small_ones_evenly():
     assert bin_edges(3, 7) == [(0, 1), (1, 2), (2, 3)]
     assert bin_edges(3, 7, stretch=True) == [(0, 1), (0, 1), (1, 2), (1, 2), (2, 3), (2, 3)]
     assert bin_edges(0, 5) == []
+
+
+def test_control_characters_are_shown_not_sent_to_the_terminal():
+    from strata.tui.widgets.transcript import printable
+
+    assert printable("a\x00b\x1b[2J\tc\nd\x7f") == "a\u2400b\u241b[2J\tc\nd\u2421"

@@ -8,12 +8,12 @@ check the numbers without a terminal.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import deque
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..generate import Summary, summarize
 from ..protocol import WindowStats
 
 # Counters the cold-miss panel shows, in display order: (label, WindowStats field).
@@ -58,42 +58,10 @@ def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
     return out
 
 
-@dataclass
-class WindowSummary:
-    """Aggregates of a run of windows (the same numbers `strata run --json` reports)."""
-
-    windows: int = 0
-    tokens: int = 0                 # emitted (accepted) tokens
-    n_drafted: int = 0
-    n_accept: int = 0
-    acceptance: float = 0.0         # n_accept / n_drafted
-    mean_keep: float = 0.0          # committed rows per window
-    tokens_per_s: float = 0.0       # emitted tokens / (decode time + prefill)
-    p50_ms: float = 0.0             # window latency
-    p95_ms: float = 0.0
-    t_hist: dict[int, int] = field(default_factory=dict)
-
-
-def summarize_windows(stats: Sequence[WindowStats], prefill_s: float = 0.0) -> WindowSummary:
-    if not stats:
-        return WindowSummary()
-    tokens = sum(s.emitted for s in stats)
-    drafted = sum(s.n_drafted for s in stats)
-    accepted = sum(s.n_accept for s in stats)
-    seconds = sum(s.window_us for s in stats) / 1e6 + prefill_s
-    lat_ms = [s.window_us / 1e3 for s in stats]
-    return WindowSummary(
-        windows=len(stats),
-        tokens=tokens,
-        n_drafted=drafted,
-        n_accept=accepted,
-        acceptance=ratio(accepted, drafted),
-        mean_keep=ratio(sum(s.keep for s in stats), len(stats)),
-        tokens_per_s=ratio(tokens, seconds),
-        p50_ms=percentile(lat_ms, 50),
-        p95_ms=percentile(lat_ms, 95),
-        t_hist=dict(sorted(Counter(s.T for s in stats).items())),
-    )
+def summarize_windows(stats: Sequence[WindowStats], prefill_s: float = 0.0) -> Summary:
+    """The decode loop's own aggregates (`strata.generate.summarize`), so the panels show the
+    same numbers as `strata run --json`."""
+    return summarize(stats, prefill_s)
 
 
 class ExpertHeat:
@@ -187,10 +155,10 @@ class TelemetryLog:
         self.version += 1
 
     # --- acceptance panel -------------------------------------------------------------
-    def summary(self) -> WindowSummary:
+    def summary(self) -> Summary:
         return summarize_windows(self.windows, self.prefill_s)
 
-    def recent_summary(self) -> WindowSummary:
+    def recent_summary(self) -> Summary:
         return summarize_windows(list(self.recent))
 
     def offered_kept(self, n: int) -> list[tuple[int, int]]:

@@ -78,7 +78,9 @@ class EngineScreen(Screen):
                 if event.text:
                     parts.append(event.text)
                     self.app.call_from_thread(sink, event.text)
-                if event.stats.T:  # the closing event of a stopped run carries no window
+                # a closing event without tokens carries no window; an event with T == 0 but
+                # tokens (the token the prefill produced) still counts its tokens and IO
+                if event.stats.T or event.tokens:
                     windows.append(event.stats)
                     self.post_message(TelemetryUpdate(run_id, windows, len(windows)))
                 if event.finished:

@@ -72,11 +72,12 @@ class AcceptancePanel(LogPanel):
             ("acceptance ", "dim"), (f"{s.acceptance:6.1%}", "bold"),
             ("  keep/win ", "dim"), (f"{s.mean_keep:.2f}", "bold"),
             ("\ntokens/s   ", "dim"), (f"{s.tokens_per_s:6.1f}", "bold"),
-            ("  windows  ", "dim"), (f"{s.windows}", "bold"),
-            ("\nlatency    ", "dim"), ("p50 ", "dim"), (f"{s.p50_ms:.1f} ms", "bold"),
-            ("  p95 ", "dim"), (f"{s.p95_ms:.1f} ms", "bold"),
-            ("\ndrafted    ", "dim"), (f"{s.n_drafted:6d}", "bold"),
-            ("  kept     ", "dim"), (f"{s.n_accept}", "bold"),
+            ("  kept/s   ", "dim"), (f"{s.accepted_per_s:.1f}", "bold"),
+            ("\nlatency    ", "dim"), ("p50 ", "dim"), (f"{s.window_p50_ms:.1f} ms", "bold"),
+            ("  p95 ", "dim"), (f"{s.window_p95_ms:.1f} ms", "bold"),
+            ("\nwindows    ", "dim"), (f"{s.windows:6d}", "bold"),
+            ("  drafted  ", "dim"), (f"{s.n_drafted}", "bold"),
+            ("  kept ", "dim"), (f"{s.n_accept}", "bold"),
         )
         hist = Text("T hist", style="dim")
         peak = max(s.t_hist.values(), default=0)

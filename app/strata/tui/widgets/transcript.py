@@ -6,6 +6,16 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 
+# C0 controls (and DEL) other than newline and tab become their visible "control pictures":
+# model output is untrusted and must not drive the terminal.
+_CONTROL_PICTURES = {c: 0x2400 + c for c in range(32) if c not in (9, 10)}
+_CONTROL_PICTURES[127] = 0x2421
+
+
+def printable(text: str) -> str:
+    return text.translate(_CONTROL_PICTURES)
+
+
 class MessageBlock(Static):
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__(classes=f"message {role}")
@@ -14,11 +24,11 @@ class MessageBlock(Static):
         self.border_title = role
 
     def on_mount(self) -> None:
-        self.update(Text(self.text))
+        self.update(Text(printable(self.text)))
 
     def append(self, text: str) -> None:
         self.text += text
-        self.update(Text(self.text))
+        self.update(Text(printable(self.text)))
 
 
 class Transcript(VerticalScroll):
