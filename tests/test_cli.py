@@ -200,3 +200,54 @@ def test_no_color_is_honoured(tmp_path):
     assert out.returncode == 0 and "chat" in out.stdout
     colours = re.findall(r"\x1b\[[0-9;]*(?:3[0-9]|9[0-7])[0-9;]*m", out.stdout)
     assert colours == []
+
+
+def test_info_reads_pack_metadata(capsys, tmp_path):
+    from strata.pack import write_synthetic_pack
+
+    cfg = {"model_type": "qwen3_moe", "num_hidden_layers": 2, "hidden_size": 8, "num_experts": 4,
+           "num_experts_per_tok": 2, "vocab_size": 16, "moe_intermediate_size": 4}
+    dense = {"model.embed_tokens.weight": np.zeros((16, 8), np.float32)}
+    dst = tmp_path / "pack"
+    write_synthetic_pack(str(dst), cfg, dense, layers=[0, 1], num_experts=4, hidden=8, inter=4,
+                         dtype="f32", blob=lambda layer, e: bytes(3 * 8 * 4 * 4))
+    code, out, err = run(capsys, "info", str(dst), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["format"] == "strata-pack"
+    assert data["params"] == 16 * 8 + 2 * 4 * 3 * 8 * 4
+    assert data["experts"] == 4 and data["size_on_disk"] == sum(p.stat().st_size for p in dst.iterdir())
+
+
+def test_interactive_commands_open_the_tui(capsys, monkeypatch, tmp_path):
+    import strata.cli.shell_cmds as cmds
+    import strata.tui.app as tui_app
+
+    opened = []
+
+    class StubApp:
+        def __init__(self, generator, **kwargs):
+            opened.append((generator.model_name, kwargs))
+            self.return_code = 0
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr(tui_app, "StrataApp", StubApp)
+    monkeypatch.setattr(cmds, "_interactive", lambda no_input: not no_input)
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    f = tmp_path / "a.txt"
+    f.write_text("x\n")
+    assert run(capsys, "chat", "-m", "fake", "--temperature", "0.5")[0] == 0
+    assert run(capsys, "edit", str(f), "-m", "fake", "-i", "go")[0] == 0
+    assert run(capsys, "replay", str(DEMO / "chat-intro.jsonl"), "-m", "fake")[0] == 0
+    modes = [kw["mode"] for _, kw in opened]
+    assert modes == ["chat", "edit", "replay"]
+    assert opened[0][1]["settings"].temperature == 0.5 and opened[0][1]["store"] is not None
+    assert opened[1][1]["edit_path"] == f and opened[1][1]["instruction"] == "go"
+    assert opened[2][1]["replay"].recording.kind == "chat"
+    # headless flags never open it
+    assert run(capsys, "edit", str(f), "-m", "fake", "-i", "go", "--no-input")[0] == 0
+    assert run(capsys, "replay", str(DEMO / "chat-intro.jsonl"), "-m", "fake", "--compare")[0] == 0
+    assert len(opened) == 3
