@@ -202,3 +202,20 @@ def test_sha_of_written_file_matches(src):
     list(ed.propose("add a header"))
     ed.accept()
     assert sha256_file(src) == ed.base_sha256
+
+
+def test_earlier_sessions_of_the_file_seed_the_drafter_without_changing_output(tmp_path):
+    f = tmp_path / "mod.py"
+    with SessionStore(tmp_path / "s.db") as store:
+        runs = []
+        for _ in range(2):
+            f.write_text(SOURCE)
+            ed = EditSession(FakeGenerator(), f, store=store)
+            windows = [ev for ev in ed.propose("replace return x + with return 2 * x +") if ev.tokens]
+            runs.append((ed.prior_documents, len(windows), ed.proposal.text))
+        other = tmp_path / "other.py"
+        other.write_text(SOURCE)
+        assert EditSession(FakeGenerator(), other, store=store).prior_documents == 0
+    (p0, w0, text0), (p1, w1, text1) = runs
+    assert (p0, p1) == (0, 1)
+    assert text0 == text1 and w1 < w0

@@ -25,6 +25,8 @@ from .store import (CheckpointRing, SessionStore, TurnRecord, atomic_write_bytes
                     sha256_bytes)
 
 MAX_FILE_BYTES = 1 << 20
+# earlier edit sessions of the same file whose last rewrite seeds the drafter
+PRIOR_SESSIONS = 4
 # room the prompt needs beyond the file itself: instruction, markers, and the rewrite's slack
 REWRITE_SLACK_TOKENS = 64
 
@@ -215,6 +217,7 @@ class EditSession:
                                                    title=title or self.path.name)
         self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
         self._check_fits(self.base_text)
+        self.prior_documents = self._feed_prior_sessions()
         self._read_file()
 
     # -- engine ------------------------------------------------------------------------------
@@ -227,6 +230,26 @@ class EditSession:
         if need > self.generator.context_limit:
             raise EditError(f"{self.path}: file is {n_file} tokens; reading and rewriting it needs about "
                             f"{need}, more than the model's context of {self.generator.context_limit}")
+
+    def _feed_prior_sessions(self) -> int:
+        """Give the suffix drafter the last rewrite of each recent edit session of this file:
+        repeated edits of a file repeat text. Drafting only: the output cannot change."""
+        add = getattr(self.generator, "add_history", None)
+        if add is None or self.store is None:
+            return 0
+        target = self.path.resolve()
+        fed = 0
+        for info in self.store.list_sessions(limit=50, kind="edit"):
+            if info.id == self.session_id:
+                continue
+            for turn in reversed(self.store.turns(info.id)):
+                if turn.file_path and turn.output and Path(turn.file_path).resolve() == target:
+                    add(self.generator.encode(turn.output))
+                    fed += 1
+                    break
+            if fed >= PRIOR_SESSIONS:
+                break
+        return fed
 
     def _read_file(self) -> None:
         """Put the engine right after the file prefix: from the ring when this version of the

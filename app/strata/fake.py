@@ -101,6 +101,9 @@ class FakeGenerator:
         self._kgram: dict[tuple[int, ...], list[int]] = {}
         self._kgram_k = 0
         self._kgram_n = 0
+        self._docs: list[list[int]] = []   # earlier sessions' tokens (add_history)
+        self._doc_index: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        self._doc_index_k: tuple[int, int] = (0, 0)
 
     # -- tokenizer ---------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -130,6 +133,12 @@ class FakeGenerator:
     def tokens(self) -> list[int]:
         """The committed history (a copy)."""
         return list(self._tokens)
+
+    def add_history(self, ids: list[int]) -> None:
+        """Tokens of earlier sessions for the drafter only (never fed to the model); they
+        survive reset(), as in the real decoder."""
+        if ids:
+            self._docs.append([int(t) for t in ids])
 
     def reset(self) -> None:
         self._check_idle("reset")
@@ -258,9 +267,28 @@ class FakeGenerator:
                 best_len, best_end = length, end
             if best_len >= 64:
                 break
-        if best_end < 0:
+        # earlier sessions too (matches never span documents); the longest match wins, the
+        # session's own history on a tie
+        best_doc: list[int] = hist
+        for d, end in reversed(self._doc_kgrams(k).get(tuple(hist[n - k:]), [])[-64:]):
+            doc = self._docs[d]
+            length = k
+            while length < end and length < n and length < 64 and doc[end - length - 1] == hist[n - length - 1]:
+                length += 1
+            if length > best_len:
+                best_len, best_end, best_doc = length, end, doc
+        if best_end < 0 or best_end >= len(best_doc):
             return [], 0
-        return hist[best_end:best_end + max_draft], best_len
+        return best_doc[best_end:best_end + max_draft], best_len
+
+    def _doc_kgrams(self, k: int) -> dict[tuple[int, ...], list[tuple[int, int]]]:
+        if self._doc_index_k != (k, len(self._docs)):
+            index: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+            for d, doc in enumerate(self._docs):
+                for end in range(k, len(doc)):
+                    index.setdefault(tuple(doc[end - k:end]), []).append((d, end))
+            self._doc_index, self._doc_index_k = index, (k, len(self._docs))
+        return self._doc_index
 
     def _index_upto(self, k: int) -> None:
         """Index every k-gram of the history by the position after it (incrementally)."""
