@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-import threading
+import logging
+import sys
 
 from textual.widgets import Input, Switch
 
@@ -14,7 +15,7 @@ from strata.store import SessionStore
 from strata.tui.app import StrataApp
 from strata.tui.widgets.transcript import Transcript
 
-from tui_helpers import asynctest, settle
+from tui_helpers import GatedGenerator, asynctest, settle
 
 SIZE = (130, 40)
 
@@ -107,29 +108,6 @@ async def test_undo_and_retry_roll_back_to_checkpoints():
         assert "nothing to undo" in str(app.screen.query_one("#status").render())
 
 
-class GatedGenerator:
-    """A FakeGenerator whose generations pause after `after` windows until `gate` opens, so a
-    test can act while a generation is certainly in flight (no sleeps, no timing)."""
-
-    def __init__(self, inner: FakeGenerator, after: int) -> None:
-        self.inner, self.after = inner, after
-        self.reached, self.gate = threading.Event(), threading.Event()
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def stream(self, ids, settings, should_stop=None):
-        events = self.inner.stream(ids, settings, should_stop)
-
-        def gated():
-            for n, event in enumerate(events, 1):
-                yield event
-                if n == self.after and settings.max_new > 0:
-                    self.reached.set()
-                    self.gate.wait(30)
-        return gated()
-
-
 @asynctest
 async def test_escape_stops_a_generation_after_its_current_window():
     long_reply = "word " * 400 + "<|im_end|>"
@@ -220,3 +198,25 @@ async def test_help_lists_every_binding_and_keys_are_remappable():
         await pilot.press("f6")                    # remapped undo
         await settle(app, pilot)
         assert transcript(app) == []
+
+
+@asynctest
+async def test_logging_goes_to_the_app_not_to_the_terminal(capfd):
+    def responder(context, settings):
+        logging.getLogger("strata.engine").warning("expert pack read slowly")
+        return "ok<|im_end|>"
+
+    terminal = logging.StreamHandler(sys.stderr)
+    logging.getLogger().addHandler(terminal)
+    try:
+        app = StrataApp(FakeGenerator(responder=responder))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await say(app, pilot, "hi")
+            assert any("expert pack read slowly" in n for n in app.notes)
+        logging.getLogger("strata.engine").warning("after the app")
+    finally:
+        logging.getLogger().removeHandler(terminal)
+    err = capfd.readouterr().err
+    assert "expert pack read slowly" not in err
+    assert "after the app" in err                  # the terminal handler is back afterwards

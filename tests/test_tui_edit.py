@@ -9,7 +9,9 @@ from strata.store import SessionStore
 from strata.tui.app import StrataApp
 from strata.tui.widgets.diff_view import DiffView
 
-from tui_helpers import CountingGenerator, asynctest, settle
+import asyncio
+
+from tui_helpers import CountingGenerator, GatedGenerator, asynctest, settle
 
 SIZE = (130, 40)
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(24))
@@ -116,3 +118,26 @@ async def test_review_keys_do_nothing_outside_review_and_binary_files_are_refuse
         await pilot.press("q")
         await settle(app, pilot)
     assert app.return_value == 0
+
+
+@asynctest
+async def test_live_diff_while_the_rewrite_streams(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    gen = GatedGenerator(FakeGenerator(), after=30)
+    app = StrataApp(gen, mode="edit", edit_path=target, instruction="replace x + 1 with x * 100")
+    async with app.run_test(size=SIZE) as pilot:
+        assert await asyncio.get_running_loop().run_in_executor(None, gen.reached.wait, 30)
+        await pilot.pause()
+        screen = app.screen
+        diff = screen.query_one(DiffView)
+        diff.flush()                                    # what the 10 Hz repaint would show
+        shown = str(diff.query_one("#diff-text").render())
+        assert screen.phase == "streaming" and diff.streaming
+        assert "not reached yet" in shown and "\u2588" in shown   # pending tail and the cursor
+        await pilot.press("a")                          # review keys are off while streaming
+        assert target.read_text() == SOURCE
+        gen.gate.set()
+        await settle(app, pilot)
+        assert screen.phase == "review" and not diff.streaming
+        assert "not reached yet" not in str(diff.query_one("#diff-text").render())

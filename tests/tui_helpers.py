@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -94,3 +95,26 @@ class CountingGenerator:
         if settings.max_new == 0:
             self.prefills += 1
         return self.inner.stream(ids, settings, should_stop)
+
+
+class GatedGenerator:
+    """A FakeGenerator whose generations pause after `after` windows until `gate` opens, so a
+    test can act while a generation is certainly in flight (no sleeps, no timing)."""
+
+    def __init__(self, inner, after: int) -> None:
+        self.inner, self.after = inner, after
+        self.reached, self.gate = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def stream(self, ids, settings, should_stop=None):
+        events = self.inner.stream(ids, settings, should_stop)
+
+        def gated():
+            for n, event in enumerate(events, 1):
+                yield event
+                if n == self.after and settings.max_new > 0:
+                    self.reached.set()
+                    self.gate.wait(30)
+        return gated()

@@ -22,6 +22,7 @@ timer. Nothing here writes to fd 1 or 2 (Textual owns the terminal).
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,26 @@ class StrataApp(App):
         self.edit_session = None    # mode="edit": the strata.edit.EditSession once opened
 
     def on_mount(self) -> None:
+        from .logsink import AppLogSink
+
+        self.log_sink = AppLogSink(self._notify_from_log)
+        self.log_sink.install()
         self.set_interval(1.0 / PANEL_HZ, self.repaint_panels, name="panels")
         self.push_screen(self._mode_screen())
+
+    def on_unmount(self) -> None:
+        self.log_sink.uninstall()
+
+    def _notify_from_log(self, text: str, error: bool) -> None:
+        # records may come from worker threads; notes are kept, the toast goes via the loop
+        self.notes.append(text)
+        try:
+            if self._thread_id == threading.get_ident():
+                self.notify(text, severity="error" if error else "warning")
+            else:
+                self.call_from_thread(self.notify, text, severity="error" if error else "warning")
+        except RuntimeError:
+            pass  # the app is closing
 
     def _mode_screen(self):
         if self.mode == "edit":

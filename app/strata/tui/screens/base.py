@@ -8,6 +8,7 @@ import threading
 from typing import Callable, Iterator
 
 from textual import work
+from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -73,8 +74,14 @@ class EngineScreen(Screen):
         windows: list[WindowStats] = []
         parts: list[str] = []
         stop_reason = None
+        worker = get_current_worker()
+
+        def should_stop() -> bool:
+            # Esc, or the app closing (Textual cancels its workers; a thread must notice itself)
+            return self._stop.is_set() or worker.is_cancelled
+
         try:
-            for event in source(self._stop.is_set):
+            for event in source(should_stop):
                 if event.text:
                     parts.append(event.text)
                     self.app.call_from_thread(sink, event.text)
