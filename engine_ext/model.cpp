@@ -261,6 +261,8 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors,
             G.norm_w = src_->vec(lname(l, "linear_attn.norm.weight"), s.lin_dv);
             G.S.assign(size_t(nv) * s.lin_dk * s.lin_dv, 0.f);
             G.hist.assign(size_t(s.conv_k - 1) * conv_dim_, 0.f);
+            G.S_scr.assign(G.S.size(), 0.f);
+            G.hist_scr.assign(G.hist.size(), 0.f);
         } else {
             AttnLayer& A = L.attn;
             int qrows = s.n_heads * s.head_dim * (s.attn_gated ? 2 : 1);
@@ -400,17 +402,20 @@ void Engine::attn_block(Layer& L, int /*li*/, const float* h, int n, int64_t p0,
     matmul_jobs(pool_, {{O.data(), n, nh * hd, A.o.w, A.o.b(), out, s.hidden}});
 }
 
-void Engine::gdn_step(float* S, const float* q, const float* k, const float* v, float decay,
-                      float beta, float* out) const {
+void Engine::gdn_step(const float* Sin, float* S, const float* q, const float* k, const float* v,
+                      float decay, float beta, float* out) const {
+    // Sin may equal S (in place); each element is read before it is written
     const int dk = spec_.lin_dk, dv = spec_.lin_dv;
     float mem[512], delta[512];
     for (int j = 0; j < dv; ++j) mem[j] = 0.f;
     for (int i = 0; i < dk; ++i) {
+        const float* src = Sin + size_t(i) * dv;
         float* row = S + size_t(i) * dv;
         float ki = k[i];
         for (int j = 0; j < dv; ++j) {
-            row[j] = row[j] * decay;
-            mem[j] = std::fma(row[j], ki, mem[j]);
+            float sv = src[j] * decay;
+            row[j] = sv;
+            mem[j] = std::fma(sv, ki, mem[j]);
         }
     }
     for (int j = 0; j < dv; ++j) {
@@ -427,8 +432,10 @@ void Engine::gdn_step(float* S, const float* q, const float* k, const float* v, 
     }
 }
 
-void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows, bool inplace,
-                       float* out) {
+void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows, float* out) {
+    // The committed state (S, hist) is only read here: the run's state goes to S_scr/hist_scr,
+    // and commit() adopts it (keep == T) or folds the kept rows into the committed state.
+    const bool first = row0 == 0;
     const ModelSpec& s = spec_;
     GdnLayer& G = L.gdn;
     const int nk = s.lin_nk, nv = s.lin_nv, dk = s.lin_dk, dv = s.lin_dv, K = s.conv_k;
@@ -452,7 +459,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
                             {h, n, s.hidden, G.a.w, nullptr, P.data() + conv_dim_ + value_dim_ + nv, W}});
     }
     // causal depthwise conv over [history; rows] + SiLU
-    std::vector<float>& hist = inplace ? G.hist : G.hist_scr;
+    const std::vector<float>& hist = first ? G.hist : G.hist_scr;
     std::vector<float> C(size_t(n) * conv_dim_);
     for (int t = 0; t < n; ++t) {
         for (int c = 0; c < conv_dim_; ++c) {
@@ -477,7 +484,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
         for (int t = 0; t < n; ++t)
             std::memcpy(all.data() + size_t(K - 1 + t) * conv_dim_, P.data() + size_t(t) * W,
                         sizeof(float) * conv_dim_);
-        std::memcpy(hist.data(), all.data() + size_t(n) * conv_dim_, sizeof(float) * hist.size());
+        std::memcpy(G.hist_scr.data(), all.data() + size_t(n) * conv_dim_, sizeof(float) * G.hist_scr.size());
     }
     // step inputs per row
     std::vector<float> qs(size_t(n) * key_dim_), ks(size_t(n) * key_dim_), vs(size_t(n) * value_dim_);
@@ -522,13 +529,13 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
         cp(G.beta, bet, nv);
     }
     // recurrence: value heads in parallel, rows in order
-    std::vector<float>& S = inplace ? G.S : G.S_scr;
     std::vector<float> O(size_t(n) * value_dim_);
     auto head = [&](int hh) {
         int g = hh / r;
-        float* Sh = S.data() + size_t(hh) * dk * dv;
+        float* Sh = G.S_scr.data() + size_t(hh) * dk * dv;
+        const float* S0 = first ? G.S.data() + size_t(hh) * dk * dv : Sh;
         for (int t = 0; t < n; ++t)
-            gdn_step(Sh, qs.data() + size_t(t) * key_dim_ + size_t(g) * dk,
+            gdn_step(t == 0 ? S0 : Sh, Sh, qs.data() + size_t(t) * key_dim_ + size_t(g) * dk,
                      ks.data() + size_t(t) * key_dim_ + size_t(g) * dk,
                      vs.data() + size_t(t) * value_dim_ + size_t(hh) * dv, dec[size_t(t) * nv + hh],
                      bet[size_t(t) * nv + hh], O.data() + size_t(t) * value_dim_ + size_t(hh) * dv);
@@ -676,7 +683,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
 // forward
 
 void Engine::forward_chunk(const int32_t* tokens, int n, int64_t p0, int row0, bool keep_rows,
-                           bool inplace, float* logits, bool last_only) {
+                           float* logits, bool last_only) {
     const ModelSpec& s = spec_;
     const int H = s.hidden;
     std::vector<float> x(size_t(n) * H), h(size_t(n) * H), o(size_t(n) * H);
@@ -686,7 +693,7 @@ void Engine::forward_chunk(const int32_t* tokens, int n, int64_t p0, int row0, b
         for (int t = 0; t < n; ++t)
             rmsnorm_row(x.data() + size_t(t) * H, L.in_norm.data(), s.eps, H, h.data() + size_t(t) * H);
         if (L.linear)
-            gdn_block(L, h.data(), n, row0, keep_rows, inplace, o.data());
+            gdn_block(L, h.data(), n, row0, keep_rows, o.data());
         else
             attn_block(L, l, h.data(), n, p0, o.data());
         for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
@@ -730,15 +737,10 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     bool folded = pending_fold_ > 0;
     flush_pending();
     if (folded) tele_.fold_us = now_us() - f0;
-    const bool inplace = T == 1;
     const bool keep_rows = T > 1 && T <= kChunk;
     for (auto& L : layers_) {
         if (!L.linear) continue;
         GdnLayer& G = L.gdn;
-        if (!inplace) {
-            G.S_scr = G.S;
-            G.hist_scr = G.hist;
-        }
         if (keep_rows) {
             G.pre.resize(size_t(T) * conv_dim_);
             G.qs.resize(size_t(T) * key_dim_);
@@ -754,20 +756,11 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
         for (int r0 = 0; r0 < T; r0 += kChunk) {
             int n = std::min(kChunk, T - r0);
             bool last_chunk = r0 + n == T;
-            forward_chunk(tokens + r0, n, pos_ + r0, r0, keep_rows, inplace,
+            forward_chunk(tokens + r0, n, pos_ + r0, r0, keep_rows,
                           (last_only && !last_chunk) ? nullptr : logits_.data(), last_only);
         }
     } catch (...) {
-        // nothing committed changed, except a T=1 step on the GDN state: restore is not
-        // possible there, so the engine resets to a clean state
-        if (inplace) {
-            pos_ = 0;
-            for (auto& L : layers_)
-                if (L.linear) {
-                    std::fill(L.gdn.S.begin(), L.gdn.S.end(), 0.f);
-                    std::fill(L.gdn.hist.begin(), L.gdn.hist.end(), 0.f);
-                }
-        }
+        // nothing committed changed: the run wrote only scratch state and cells past pos
         store_->drain_telemetry(tele_);
         throw;
     }
@@ -804,7 +797,7 @@ void Engine::fold_rows(int keep) {
             float* Sh = G.S.data() + size_t(hh) * dk * dv;
             std::vector<float> o(dv);
             for (int t = 0; t < keep; ++t)
-                gdn_step(Sh, G.qs.data() + size_t(t) * key_dim_ + size_t(g) * dk,
+                gdn_step(Sh, Sh, G.qs.data() + size_t(t) * key_dim_ + size_t(g) * dk,
                          G.ks.data() + size_t(t) * key_dim_ + size_t(g) * dk,
                          G.vs.data() + size_t(t) * value_dim_ + size_t(hh) * dv, G.dec[size_t(t) * nv + hh],
                          G.beta[size_t(t) * nv + hh], o.data());
@@ -836,7 +829,7 @@ void Engine::commit(int keep) {
                           std::to_string(last_T_));
     double t0 = now_us();
     bool did_fold = false;
-    if (last_T_ > 1) {
+    {
         if (keep == last_T_) {
             for (auto& L : layers_)
                 if (L.linear) {
@@ -852,14 +845,9 @@ void Engine::commit(int keep) {
             }
         } else {
             // long run (prefill) cut short: recompute the kept rows from the committed state
-            for (auto& L : layers_)
-                if (L.linear) {
-                    L.gdn.S_scr = L.gdn.S;
-                    L.gdn.hist_scr = L.gdn.hist;
-                }
             for (int r0 = 0; r0 < keep; r0 += kChunk) {
                 int n = std::min(kChunk, keep - r0);
-                forward_chunk(last_tokens_.data() + r0, n, pos_ + r0, r0, false, false, nullptr, false);
+                forward_chunk(last_tokens_.data() + r0, n, pos_ + r0, r0, false, nullptr, false);
             }
             for (auto& L : layers_)
                 if (L.linear) {

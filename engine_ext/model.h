@@ -139,7 +139,7 @@ private:
         // committed state
         std::vector<float> S;       // [nv][dk][dv]
         std::vector<float> hist;    // [K-1][conv_dim] oldest first
-        // window scratch
+        // the open run's state (row 0 reads S, writes S_scr); commit adopts or folds
         std::vector<float> S_scr, hist_scr;
         // per-row inputs of the last window (rows <= kChunk): pre-conv rows and step inputs
         std::vector<float> pre;     // [rows][conv_dim]
@@ -160,13 +160,12 @@ private:
     };
 
     void forward_chunk(const int32_t* tokens, int n, int64_t p0, int row0, bool keep_rows,
-                       bool inplace, float* logits, bool last_only);
+                       float* logits, bool last_only);
     void attn_block(Layer& L, int li, const float* h, int n, int64_t p0, float* out);
-    void gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows, bool inplace,
-                   float* out);
+    void gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows, float* out);
     void ffn_block(Layer& L, int li, const float* h, int n, float* out);
-    void gdn_step(float* S, const float* q, const float* k, const float* v, float decay,
-                  float beta, float* out) const;
+    void gdn_step(const float* Sin, float* S, const float* q, const float* k, const float* v,
+                  float decay, float beta, float* out) const;
     void fold_rows(int keep);
     void flush_pending();
     void ensure_cells(AttnLayer& A, int64_t need);
