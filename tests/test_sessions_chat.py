@@ -148,3 +148,18 @@ def test_a_model_ending_turns_with_another_token_keeps_the_context_exact():
     list(chat.send("d"))
     expected = render_chat(chat.messages[:-1], add_generation_prompt=True)
     assert gen.decode(gen.tokens) == expected + chat.turns[-1].output + prompts.ENDOFTEXT
+
+
+def test_saved_state_is_used_when_the_ring_has_no_checkpoint(store):
+    gen = FakeGenerator()
+    chat = ChatSession(gen, store=store)
+    for m in ("a", "b"):
+        list(chat.send(m))
+    chat.save_state()
+    for rec in store.checkpoints(chat.session_id, label="turn"):
+        store.delete_checkpoint(rec)  # as if the ring had been smaller
+    resumed_gen = CountingFake()
+    ChatSession(resumed_gen, store=store, session_id=chat.session_id)
+    assert resumed_gen.prefilled == 0 and resumed_gen.tokens == gen.tokens
+    with pytest.raises(SessionError, match="not recorded"):
+        ChatSession(FakeGenerator()).save_state()

@@ -129,13 +129,32 @@ class ChatSession:
             try:
                 self.ring.restore(self.generator, cp)
                 return
-            except SessionError:
+            except (SessionError, ModelError):
                 if self.store is None:
                     raise
                 # a damaged checkpoint file is not fatal: the conversation text is enough
+        if self._restore_saved_state(turn):
+            return
         self.generator.reset()
         self._prefill(self._context)
         self.ring.push(turn, self.generator.pos, self.generator.snapshot())
+
+    def _restore_saved_state(self, turn: int) -> bool:
+        """The state `save_state()` stored, when it is the state after `turn`."""
+        if self.store is None or self.session_id is None:
+            return False
+        recs = [r for r in self.store.checkpoints(self.session_id, label="state") if r.turn_idx == turn]
+        if not recs:
+            return False
+        try:
+            self.generator.restore(self.store.load_checkpoint(recs[-1], self.generator.model_id))
+        except (SessionError, ModelError):
+            return False
+        if self.generator.pos != recs[-1].pos:
+            self.generator.reset()
+            return False
+        self.ring.push(turn, self.generator.pos, self.generator.snapshot())
+        return True
 
     # -- turns -------------------------------------------------------------------------------
     def send(self, text: str, settings: GenerationSettings | None = None,

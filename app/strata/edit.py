@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from . import prompts
 from .chat import check_model
-from .errors import EditError, SessionError
+from .errors import EditError, ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import (CheckpointRing, SessionStore, TurnRecord, atomic_write_bytes, model_identity,
                     sha256_bytes)
@@ -259,7 +259,7 @@ class EditSession:
             try:
                 self.ring.restore(self.generator, cp)
                 return
-            except SessionError:
+            except (SessionError, ModelError):
                 pass
         self.generator.reset()
         ids = self.generator.encode(self._prefix(self.base_text))
