@@ -71,3 +71,39 @@ async def test_snapshot_help():
         freeze_cursors(app)
         await pilot.pause()
         assert_snapshot(app, "help")
+
+
+@asynctest
+async def test_snapshot_replay_report(tmp_path):
+    from strata.chat import ChatSession
+    from strata.replay import Replay
+    from strata.session_format import recording_from_store
+    from strata.store import SessionStore
+
+    store = SessionStore(tmp_path / "s.db")
+    chat = ChatSession(FakeGenerator(), store=store)
+    for text in ("list the experts", "list the experts again"):
+        for _ in chat.send(text):
+            pass
+    recording = recording_from_store(store, chat.session_id)
+    recording.source = "demo session"                   # the id is random; show a stable name
+    replay = Replay(FakeGenerator(), recording, {"draft": "none"})
+    app = StrataApp(replay.generator, mode="replay", replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.repaint_panels(force=True)
+        await pilot.pause()
+        assert_snapshot(app, "replay")
+
+
+def test_modes_need_their_inputs():
+    import pytest
+
+    from strata.errors import UsageError
+
+    with pytest.raises(UsageError, match="edit_path"):
+        StrataApp(FakeGenerator(), mode="edit")
+    with pytest.raises(UsageError, match="recording"):
+        StrataApp(FakeGenerator(), mode="replay")
+    with pytest.raises(UsageError, match="mode"):
+        StrataApp(FakeGenerator(), mode="bogus")

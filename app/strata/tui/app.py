@@ -28,6 +28,7 @@ from typing import Any
 
 from textual.app import App
 
+from ..errors import UsageError
 from ..protocol import GenerationSettings, TextGenerator
 from .keymap import APP_KEYS, bindings
 from .messages import StatusNote
@@ -57,7 +58,11 @@ class StrataApp(App):
         title: str | None = None,
     ) -> None:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+            raise UsageError(f"TUI mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if mode == "edit" and edit_path is None:
+            raise UsageError("the edit TUI needs a file (edit_path)")
+        if mode == "replay" and replay is None:
+            raise UsageError("the replay TUI needs a recording (replay)")
         super().__init__()
         self.generator = generator
         self.mode = mode

@@ -67,7 +67,7 @@ class AcceptancePanel(LogPanel):
             kept.append(bar(k, top), style="green" if o and k == o else "yellow" if k else "red")
         rate = Text("accept  ", style="dim")
         series = log.acceptance_series()
-        rate.append(sparkline(series, strip_w) if series else "no drafts yet", style="cyan")
+        rate.append(sparkline(series, strip_w) if series else "no drafts offered", style="cyan")
         nums = Text.assemble(
             ("acceptance ", "dim"), (f"{s.acceptance:6.1%}", "bold"),
             ("  keep/win ", "dim"), (f"{s.mean_keep:.2f}", "bold"),
