@@ -251,3 +251,19 @@ def test_interactive_commands_open_the_tui(capsys, monkeypatch, tmp_path):
     assert run(capsys, "edit", str(f), "-m", "fake", "-i", "go", "--no-input")[0] == 0
     assert run(capsys, "replay", str(DEMO / "chat-intro.jsonl"), "-m", "fake", "--compare")[0] == 0
     assert len(opened) == 3
+
+
+def test_bench_skips_an_unusable_workload_and_names_it(capsys, tmp_path):
+    big = tmp_path / "big.jsonl"
+    header = {"format": "strata-session", "version": 1, "kind": "edit", "model": {}, "settings": {}}
+    turn = {"type": "turn", "index": 0, "input": "go", "file": {"path": "src/huge.txt", "content": "x" * 6000},
+            "instruction": "go", "output": "y"}
+    big.write_text(json.dumps(header) + "\n" + json.dumps(turn) + "\n")
+    code, out, err = run(capsys, "bench", str(big), str(DEMO / "chat-intro.jsonl"), "-m", "fake", "--json")
+    assert code == 0
+    rows = json.loads(out)["sessions"]
+    assert "src/huge.txt" in rows[0]["error"] and "turn 0" in rows[0]["error"]
+    assert rows[1]["lossless"]
+    assert "skipped" in err
+    code, _, _ = run(capsys, "bench", str(big), "-m", "fake")
+    assert code == ExitCode.ERROR

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 from .chat import ChatSession
 from .edit import EditSession
-from .errors import SessionError
+from .errors import EditError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .session_format import Recording, read_session_file, recording_from_store
 from .store import SessionStore
@@ -255,10 +255,16 @@ class Replay:
                 if current != (name, turn.file_content):
                     path = Path(scratch) / name
                     path.write_bytes((turn.file_content or "").encode("utf-8"))
-                    if session is None or session.path != path:
-                        session = EditSession(self.generator, path, settings)
-                    else:
-                        session.base_text, session.base_sha256 = _read(path)
+                    try:
+                        if session is None or session.path != path:
+                            session = EditSession(self.generator, path, settings)
+                        else:
+                            session.base_text, session.base_sha256 = _read(path)
+                            session._check_fits(session.base_text)
+                    except EditError as exc:
+                        # name the recorded file, not the scratch copy
+                        raise EditError(f"{self.recording.source}: turn {i}: "
+                                        + str(exc).replace(str(path), turn.file_path or name)) from None
                     current = (name, turn.file_content or "")
                 assert session is not None
                 yield from self._stream(i, session.propose(turn.instruction or turn.input, settings, should_stop),
