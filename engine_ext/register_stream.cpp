@@ -5,9 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "expert_cache.h"
+#include "routing_moce.h"
 #include "window_model.h"
 
 namespace py = pybind11;
@@ -74,6 +77,35 @@ void register_stream(py::module_& m) {
         py::gil_scoped_release nogil;
         return strata::crc32(info.ptr, n, crc);
     }, py::arg("data"), py::arg("crc") = 0, "CRC-32 (zlib polynomial) of a contiguous buffer.");
+
+    m.def("route_window",
+          [](py::array_t<float, py::array::c_style | py::array::forcecast> logits, int k, bool renormalize,
+             std::optional<py::array_t<uint8_t, py::array::c_style | py::array::forcecast>> ready, bool cache_aware,
+             int protect, float bonus, int draft_protect, float draft_bonus, bool hard_budget,
+             int budget_anchors) {
+              if (logits.ndim() != 2) throw py::value_error("logits must be [rows, experts]");
+              const int rows = int(logits.shape(0)), E = int(logits.shape(1));
+              if (k < 1 || k > E) throw py::value_error("k must be in 1..experts");
+              if (ready && ready->size() != E) throw py::value_error("ready must have one entry per expert");
+              strata::RoutingOptions o;
+              o.cache_aware = cache_aware;
+              o.protect = protect;
+              o.bonus = bonus;
+              o.draft_protect = draft_protect;
+              o.draft_bonus = draft_bonus;
+              o.hard_budget = hard_budget;
+              o.budget_anchors = budget_anchors;
+              py::array_t<int32_t> idx({rows, k});
+              py::array_t<float> w({rows, k});
+              strata::route_window(logits.data(), rows, E, k, renormalize, o, ready ? ready->data() : nullptr,
+                                   idx.mutable_data(), w.mutable_data());
+              return py::make_tuple(idx, w);
+          },
+          py::arg("logits"), py::arg("k"), py::arg("renormalize") = true, py::arg("ready") = py::none(),
+          py::arg("cache_aware") = false, py::arg("protect") = 0, py::arg("bonus") = 0.f,
+          py::arg("draft_protect") = -1, py::arg("draft_bonus") = NAN, py::arg("hard_budget") = false,
+          py::arg("budget_anchors") = -1,
+          "Routes a window's rows (row 0 = root) with the exact or a cache-aware (MoCE) mode.");
 
     py::class_<StreamingExpertStore, strata::ExpertStore, std::shared_ptr<StreamingExpertStore>>(
         m, "StreamingExpertStore")

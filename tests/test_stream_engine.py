@@ -74,7 +74,8 @@ def _play(eng, script):
 
 
 def test_model_id_matches_source(ckpt, packed):
-    assert pack.load_pack(packed).model_id == strata.load(ckpt).model_id
+    assert strata.load(packed).model_id == strata.load(ckpt).model_id
+    assert strata.load(packed, expert_cache="0.5").expert_store.slots == LAYERS * E // 2
 
 
 @pytest.mark.parametrize("cache_slots,io_mode,eviction,readahead", [

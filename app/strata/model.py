@@ -138,9 +138,20 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     )
 
 
-def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None, expert_store=None):
-    """Load a Hugging Face checkpoint folder (config.json + *.safetensors) into an engine."""
+def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None, expert_store=None,
+         expert_cache=None, **stream_options):
+    """Load a Hugging Face checkpoint folder (config.json + *.safetensors) into an engine.
+
+    A strata pack goes to strata.pack.load_pack (experts stream through a cache of
+    `expert_cache`; `stream_options`: io_mode, eviction, io_threads, readahead)."""
     folder = os.fspath(path)
+    from . import pack as _pack  # noqa: PLC0415
+
+    if _pack.is_pack(folder):
+        return _pack.load_pack(folder, expert_cache=expert_cache, threads=threads, fold=fold, ctx=ctx,
+                               **stream_options)
+    if stream_options or expert_cache is not None:
+        raise ModelError(f"{folder}: expert cache options apply to strata packs only (run strata convert first)")
     if not os.path.isdir(folder):
         raise ModelError(f"{folder}: not a model folder")
     raw, spec = _config.read_config(folder)
