@@ -163,3 +163,15 @@ def test_control_characters_are_shown_not_sent_to_the_terminal():
     from strata.tui.widgets.transcript import printable
 
     assert printable("a\x00b\x1b[2J\tc\nd\x7f") == "a\u2400b\u241b[2J\tc\nd\u2421"
+
+
+def test_expert_geometry_comes_from_the_generator_or_its_engine_config():
+    from types import SimpleNamespace
+
+    from strata.fake import FakeGenerator
+    from strata.tui.app import expert_geometry
+
+    assert expert_geometry(FakeGenerator(n_layers=6, n_experts=32)) == (6, 32)
+    engine = SimpleNamespace(config={"hf_config": {"text_config": {"num_experts": 512}}})
+    assert expert_geometry(SimpleNamespace(engine=engine)) == (0, 512)
+    assert expert_geometry(SimpleNamespace(engine=SimpleNamespace(config="?"))) == (0, 0)

@@ -38,6 +38,23 @@ MODES = ("chat", "edit", "replay")
 PANEL_HZ = 10.0
 
 
+def expert_geometry(generator: Any) -> tuple[int, int]:
+    """(MoE layers, experts per layer) for sizing the heatmap before the first window; 0 where
+    unknown (the map then grows with the expert ids it sees)."""
+    n_layers = getattr(generator, "n_layers", 0)
+    n_experts = getattr(generator, "n_experts", 0)
+    config = getattr(getattr(generator, "engine", None), "config", None)
+    if isinstance(config, dict):
+        hf = config.get("hf_config", config)
+        if isinstance(hf, dict):
+            hf = {**hf, **(hf.get("text_config") or {})}
+            n_experts = n_experts or hf.get("num_experts") or hf.get("n_routed_experts") or 0
+    try:
+        return max(0, int(n_layers or 0)), max(0, int(n_experts or 0))
+    except (TypeError, ValueError):
+        return 0, 0
+
+
 class StrataApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "strata"
@@ -81,8 +98,8 @@ class StrataApp(App):
         self.title = title or f"strata {mode}"
         self.sub_title = getattr(generator, "model_name", "")
         # the panels' model: every window heard of, live or replayed
-        self.telemetry = TelemetryLog(n_layers=getattr(generator, "n_layers", 0) or 0,
-                                      n_experts=getattr(generator, "n_experts", 0) or 0)
+        n_layers, n_experts = expert_geometry(generator)
+        self.telemetry = TelemetryLog(n_layers=n_layers, n_experts=n_experts)
         self._painted_version = -1
         self.notes: list[str] = []
         self.edit_session = None    # mode="edit": the strata.edit.EditSession once opened
