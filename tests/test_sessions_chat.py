@@ -163,3 +163,32 @@ def test_saved_state_is_used_when_the_ring_has_no_checkpoint(store):
     assert resumed_gen.prefilled == 0 and resumed_gen.tokens == gen.tokens
     with pytest.raises(SessionError, match="not recorded"):
         ChatSession(FakeGenerator()).save_state()
+
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+_OPS = st.lists(st.one_of(st.tuples(st.just("send"), st.sampled_from(["hi", "again", "hi", "more text"])),
+                          st.just(("undo",)), st.just(("retry",))), min_size=1, max_size=10)
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(ops=_OPS, ring=st.integers(1, 4))
+def test_any_sequence_of_sends_undos_and_retries_keeps_the_engine_exact(ops, ring):
+    gen = FakeGenerator()
+    chat = ChatSession(gen, ring_size=ring)
+    expected_outputs: list[str] = []
+    for op in ops:
+        if op[0] == "send":
+            expected_outputs.append(_text(chat.send(op[1])))
+        elif not chat.turns:
+            continue
+        elif op[0] == "undo":
+            chat.undo()
+            expected_outputs.pop()
+        else:
+            out = _text(chat.retry())
+            assert out == expected_outputs[-1]  # greedy: a retry writes the same reply
+        # the engine always holds exactly the conversation so far, however it got there
+        assert gen.tokens == FakeGenerator().encode(chat._context_after(len(chat.turns)))
+        assert [t.output for t in chat.turns] == expected_outputs
+        assert len(chat.ring) <= ring
