@@ -22,7 +22,7 @@ DEMO = Path(__file__).resolve().parents[1] / "sessions" / "demo"
 def env(monkeypatch, tmp_path):
     monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("STRATA_ALLOW_FAKE", "1")
-    monkeypatch.delenv("STRATA_DEBUG", raising=False)
+    monkeypatch.setenv("STRATA_DEBUG", "0")  # setenv, so that --debug in a test cannot leak
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
 
 

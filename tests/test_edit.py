@@ -219,3 +219,42 @@ def test_earlier_sessions_of_the_file_seed_the_drafter_without_changing_output(t
     (p0, w0, text0), (p1, w1, text1) = runs
     assert (p0, p1) == (0, 1)
     assert text0 == text1 and w1 < w0
+
+
+_EDIT_OPS = st.lists(st.one_of(
+    st.tuples(st.just("propose"), st.sampled_from(["replace f1 with g1", "add a header", "replace + with -"])),
+    st.just(("accept",)), st.just(("reject",)), st.just(("undo",))), min_size=1, max_size=8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=_EDIT_OPS, ring=st.integers(1, 3))
+def test_any_sequence_of_edit_actions_keeps_file_and_engine_consistent(tmp_path_factory, ops, ring):
+    path = tmp_path_factory.mktemp("edit") / "mod.py"
+    path.write_text(SOURCE)
+    gen = FakeGenerator()
+    ed = EditSession(gen, path, ring_size=ring)
+    history = [SOURCE]          # what undo would go back through
+    for op in ops:
+        if op[0] == "propose":
+            list(ed.propose(op[1]))
+        elif op[0] == "accept":
+            if ed.proposal is None:
+                with pytest.raises(EditError):
+                    ed.accept()
+                continue
+            history.append(ed.proposal.text)
+            ed.accept()
+        elif op[0] == "reject":
+            if ed.proposal is None:
+                continue
+            ed.reject()
+        else:
+            if len(history) == 1:
+                with pytest.raises(EditError, match="nothing to undo"):
+                    ed.undo()
+                continue
+            history.pop()
+            ed.undo()
+        assert path.read_text() == history[-1] == ed.base_text
+        prefix = gen.encode(ed._prefix(ed.base_text))
+        assert gen.tokens[:len(prefix)] == prefix
