@@ -2,6 +2,7 @@
 determinism). STRATA_UPDATE_SNAPSHOTS=1 rewrites them after an intended change of looks."""
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Input
 
 from strata.fake import FakeGenerator
@@ -10,6 +11,14 @@ from strata.tui.app import StrataApp
 from tui_helpers import assert_snapshot, asynctest, freeze_cursors, settle
 
 SIZE = (120, 36)
+
+
+@pytest.fixture(autouse=True)
+def plain_environment(monkeypatch):
+    """Pictures must not depend on the caller's terminal settings."""
+    for name in ("NO_COLOR", "TEXTUAL_THEME", "TEXTUAL_ANIMATIONS", "STRATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", "/nonexistent-strata-test-config")  # no [keys] file
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(16))
 
 
@@ -97,8 +106,6 @@ async def test_snapshot_replay_report(tmp_path):
 
 
 def test_modes_need_their_inputs():
-    import pytest
-
     from strata.errors import UsageError
 
     with pytest.raises(UsageError, match="edit_path"):
