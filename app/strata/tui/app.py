@@ -6,19 +6,27 @@ Constructor (what the CLI calls)::
         generator,                 # strata.protocol.TextGenerator (real Generator or FakeGenerator)
         mode="chat",               # "chat" | "edit" | "replay"
         settings=None,             # GenerationSettings to start from (live-changeable in the strip)
-        store=None,                # strata.store session store, or None for an unsaved session
-        session_id=None,           # resume this stored session (chat) / record into it
-        edit_path=None,            # mode="edit": the file to rewrite
+        store=None,                # strata.store.SessionStore, or None for an unsaved session
+        session_id=None,           # chat/edit: resume this stored session (else a new one)
+        edit_path=None,            # mode="edit" (required): the file to rewrite
         instruction=None,          # mode="edit": first instruction (else asked for on screen)
-        replay=None,               # mode="replay": a strata.replay recording to re-run
+        replay=None,               # mode="replay" (required): a strata.replay.Replay to re-run,
+                                   #   or a session_format.Recording to play its stored telemetry
         keymap=None,               # {binding id: "keys"}; None = the config file's [keys] table
         title=None,
     )
-    app.run()                      # app.return_code / app.exit_result say what happened
+    app.run()
+
+Afterwards: `app.session_id` (the session the chat/edit was recorded in), `app.edit_session`
+(the EditSession, mode="edit"), `app.replay.report` (mode="replay"), `app.return_value` (edit:
+number of accepted rewrites still applied), `app.notes` (status and log lines shown).
+A bad mode or a missing edit_path/replay, or a bad [keys] table, raises UsageError before the
+terminal is touched.
 
 Everything that touches the engine runs in a thread worker; tokens reach the transcript
 through `call_from_thread`, telemetry arrives as messages and the panels repaint on a ~10 Hz
-timer. Nothing here writes to fd 1 or 2 (Textual owns the terminal).
+timer. Python logging goes to the app while it runs (nothing here writes to fd 1 or 2:
+Textual owns the terminal).
 """
 from __future__ import annotations
 
