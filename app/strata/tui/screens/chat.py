@@ -132,8 +132,11 @@ class ChatScreen(EngineScreen):
         text = event.value.strip()
         if not text:
             return
-        if self.chat is None or self.busy:
+        if self.busy:
             self.notify("wait for the current generation (Esc stops it)", severity="warning")
+            return
+        if self.chat is None:
+            self.notify("no conversation is open (see the status line)", severity="error")
             return
         event.input.value = ""
         transcript = self.query_one(Transcript)
