@@ -139,6 +139,8 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
         await settle(app, pilot)
         await say(app, pilot, "remember amber")
         await say(app, pilot, "and basalt")
+        app.screen.query_one("#temperature", Input).value = "0.5"
+        await pilot.pause()
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         session_id = app.session_id
@@ -153,6 +155,8 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
         msgs = transcript(app2)
         assert [t for r, t in msgs if r == "user"] == ["remember amber", "and basalt"]
         assert gen2.pos == saved_pos               # engine state restored, not empty
+        assert app2.settings.temperature == 0.5    # the saved settings, shown in the strip
+        assert app2.screen.query_one("#temperature", Input).value == "0.5"
         await say(app2, pilot, "third")
         assert transcript(app2)[-1][1].endswith("message 3 of this conversation.")
         await pilot.press("ctrl+z")

@@ -92,6 +92,8 @@ class StrataApp(App):
         self.generator = generator
         self.mode = mode
         self.settings = settings or GenerationSettings()
+        # a resumed session keeps its stored settings unless the caller gave some
+        self.settings_given = settings is not None
         self.store = store
         self.session_id = session_id
         self.edit_path = Path(edit_path) if edit_path is not None else None

@@ -72,8 +72,9 @@ class ChatScreen(EngineScreen):
     def _open(self) -> None:
         app = self.app
         try:
-            chat = ChatSession(app.generator, app.settings, store=app.store,  # type: ignore[attr-defined]
-                               session_id=app.session_id)  # type: ignore[attr-defined]
+            resume = app.session_id is not None and not app.settings_given  # type: ignore[attr-defined]
+            chat = ChatSession(app.generator, None if resume else app.settings,  # type: ignore[attr-defined]
+                               store=app.store, session_id=app.session_id)  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - shown on screen
             self.post_message(ChatReady(None, exc))
             return
@@ -92,7 +93,11 @@ class ChatScreen(EngineScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
     def _save(self) -> None:
         try:
-            self.chat.save_state()  # type: ignore[union-attr]
+            chat = self.chat
+            assert chat is not None
+            chat.save_state()
+            if chat.store is not None and chat.session_id is not None:
+                chat.store.update_session(chat.session_id, settings=chat.settings)
         except Exception as exc:  # noqa: BLE001
             self.post_message(StatusNote(describe_error(exc), error=True))
             return
