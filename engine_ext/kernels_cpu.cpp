@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -49,6 +50,11 @@ float f16_to_f32(uint16_t h) {
 
 namespace {
 
+static size_t kPrefetchBytes = [] {
+    const char* e = std::getenv("STRATA_PF");
+    return size_t(e ? std::atoi(e) : 8192);
+}();
+
 inline __m512 loadw(const float* p) { return _mm512_loadu_ps(p); }
 inline __m512 loadw(const uint16_t* p) {
     __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -74,8 +80,15 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
         }
     const WT* w[RB];
     for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
+    // software prefetch a fixed distance ahead in the (contiguous) weight rows: the hardware
+    // streamers stop at 4 KB pages, and a multi-row tile spends long enough per page to stall
+    const size_t pf = kPrefetchBytes / sizeof(WT);
     int k = 0;
     for (; k + 32 <= cols; k += 32) {
+        for (int i = 0; i < RB; ++i) {
+            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf) + 64, _MM_HINT_T0);
+        }
         __m512 x0[TB], x1[TB];
         for (int t = 0; t < TB; ++t) {
             x0[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k);
