@@ -18,6 +18,7 @@ namespace strata {
 
 namespace {
 
+constexpr int kMaxDraftWindow = 16;  // decode windows (root + drafts); longer runs are prefill
 constexpr int kChunk = 64;  // rows per pass through the layers; windows up to this fit in one
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -579,29 +580,42 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
     matmul_jobs(pool_, jobs);
     std::vector<int> idx(size_t(n) * k);
     std::vector<float> wts(size_t(n) * k);
-    for (int t = 0; t < n; ++t)
-        route_topk(logits.data() + size_t(t) * E, E, k, s.norm_topk, idx.data() + size_t(t) * k,
-                   wts.data() + size_t(t) * k);
+    if (routing_.approximate()) {
+        // cache-aware routing (opt-in, changes the model): needs what is resident right now
+        std::vector<uint8_t> ready(static_cast<size_t>(E), 0);
+        for (int e = 0; e < E; ++e) ready[size_t(e)] = store_->is_ready(li, e) ? 1 : 0;
+        const int per = window_has_drafts_ ? n : 1;  // prefill rows are all roots
+        for (int t = 0; t < n; t += per)
+            route_window(logits.data() + size_t(t) * E, per, E, k, s.norm_topk, routing_, ready.data(),
+                         idx.data() + size_t(t) * k, wts.data() + size_t(t) * k);
+        tele_.approximate = true;
+    } else {
+        for (int t = 0; t < n; ++t)
+            route_topk(logits.data() + size_t(t) * E, E, k, s.norm_topk, idx.data() + size_t(t) * k,
+                       wts.data() + size_t(t) * k);
+    }
     std::vector<int> uni = expert_union(idx.data(), n, k);
     std::vector<int> root(idx.begin(), idx.begin() + k);
     std::sort(root.begin(), root.end());
-    // read-ahead for the next MoE layer: its router applied to this hidden state
+    std::vector<ExpertView> views;
+    store_->acquire_layer(li, uni, root, views);
+    // read-ahead for the next MoE layer: its router applied to this hidden state (issued after
+    // this layer's experts are pinned, so that it can never evict them)
     if (store_->wants_prefetch()) {
         for (int nl = li + 1; nl < s.n_layers; ++nl) {
             if (!layers_[nl].moe) continue;
-            std::vector<float> nlog(size_t(n) * E);
-            matmul_jobs(pool_, {{h, n, H, layers_[nl].router.w, nullptr, nlog.data(), E}});
-            std::vector<int> pi(size_t(n) * k);
-            std::vector<float> pw(size_t(n) * k);
-            for (int t = 0; t < n; ++t)
+            const int pn = routing_.root_only_readahead ? 1 : n;
+            std::vector<float> nlog(size_t(pn) * E);
+            matmul_jobs(pool_, {{h, pn, H, layers_[nl].router.w, nullptr, nlog.data(), E}});
+            std::vector<int> pi(size_t(pn) * k);
+            std::vector<float> pw(size_t(pn) * k);
+            for (int t = 0; t < pn; ++t)
                 route_topk(nlog.data() + size_t(t) * E, E, k, s.norm_topk, pi.data() + size_t(t) * k,
                            pw.data() + size_t(t) * k);
-            store_->prefetch(nl, expert_union(pi.data(), n, k));
+            store_->prefetch(nl, expert_union(pi.data(), pn, k));
             break;
         }
     }
-    std::vector<ExpertView> views;
-    store_->acquire_layer(li, uni, root, views);
     if (views.size() != uni.size()) {
         store_->release_layer(li);
         throw ModelError("expert store returned " + std::to_string(views.size()) + " experts for layer " +
@@ -738,6 +752,7 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     flush_pending();
     if (folded) tele_.fold_us = now_us() - f0;
     const bool keep_rows = T > 1 && T <= kChunk;
+    window_has_drafts_ = T > 1 && T <= kMaxDraftWindow;
     for (auto& L : layers_) {
         if (!L.linear) continue;
         GdnLayer& G = L.gdn;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "expert_store.h"
+#include "routing_moce.h"
 #include "threadpool.h"
 #include "window_model.h"
 
@@ -118,6 +119,10 @@ public:
     bool lazy_fold() const { return opt_.lazy_fold; }
     int threads() const { return pool_.size(); }
     std::shared_ptr<ExpertStore> expert_store() const { return store_; }
+    // Cache-aware routing (MoCE, routing_moce.h): off by default; any active mode marks windows
+    // approximate. Set between windows only.
+    void set_routing(const RoutingOptions& r) { routing_ = r; }
+    const RoutingOptions& routing() const { return routing_; }
 
     std::string save_state();
     void load_state(const std::string& blob);
@@ -191,6 +196,8 @@ private:
     int last_rows_ = 0;
     std::vector<int32_t> last_tokens_;
     int pending_fold_ = 0;  // lazy mode: rows of the last window still to fold
+    RoutingOptions routing_;
+    bool window_has_drafts_ = false;  // rows 1.. of this run are drafts (decode-size window)
     std::vector<std::vector<int>> run_union_;  // per MoE layer: experts used in this run
     std::vector<float> logits_;
     WindowTelemetry tele_;

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "expert_cache.h"
+#include "model.h"
 #include "routing_moce.h"
 #include "window_model.h"
 
@@ -106,6 +107,49 @@ void register_stream(py::module_& m) {
           py::arg("draft_protect") = -1, py::arg("draft_bonus") = NAN, py::arg("hard_budget") = false,
           py::arg("budget_anchors") = -1,
           "Routes a window's rows (row 0 = root) with the exact or a cache-aware (MoCE) mode.");
+
+    // Engine.set_routing / Engine.routing: the engine class is bound in register_model.cpp; the
+    // streaming area adds the cache-aware routing switch to it here.
+    if (py::hasattr(m, "Engine")) {
+        py::object engine_cls = m.attr("Engine");
+        engine_cls.attr("set_routing") = py::cpp_function(
+            [](strata::Engine& e, bool cache_aware, int protect, float bonus, int draft_protect, float draft_bonus,
+               bool hard_budget, int budget_anchors, bool root_only_readahead) {
+                if (e.window_open()) throw strata::WindowError("set_routing: commit the open window first");
+                strata::RoutingOptions o;
+                o.cache_aware = cache_aware;
+                o.protect = protect;
+                o.bonus = bonus;
+                o.draft_protect = draft_protect;
+                o.draft_bonus = draft_bonus;
+                o.hard_budget = hard_budget;
+                o.budget_anchors = budget_anchors;
+                o.root_only_readahead = root_only_readahead;
+                e.set_routing(o);
+            },
+            py::is_method(engine_cls), py::name("set_routing"), py::arg("cache_aware") = false,
+            py::arg("protect") = 0, py::arg("bonus") = 0.f, py::arg("draft_protect") = -1,
+            py::arg("draft_bonus") = NAN, py::arg("hard_budget") = false, py::arg("budget_anchors") = -1,
+            py::arg("root_only_readahead") = false,
+            "Cache-aware routing (MoCE). Any active mode except root_only_readahead changes the model: "
+            "windows are then marked approximate.");
+        engine_cls.attr("routing") = py::cpp_function(
+            [](const strata::Engine& e) {
+                const auto& o = e.routing();
+                py::dict d;
+                d["cache_aware"] = o.cache_aware;
+                d["protect"] = o.protect;
+                d["bonus"] = o.bonus;
+                d["draft_protect"] = o.draft_protect;
+                d["draft_bonus"] = o.draft_bonus;
+                d["hard_budget"] = o.hard_budget;
+                d["budget_anchors"] = o.budget_anchors;
+                d["root_only_readahead"] = o.root_only_readahead;
+                d["approximate"] = o.approximate();
+                return d;
+            },
+            py::is_method(engine_cls), py::name("routing"));
+    }
 
     py::class_<StreamingExpertStore, strata::ExpertStore, std::shared_ptr<StreamingExpertStore>>(
         m, "StreamingExpertStore")

@@ -198,3 +198,73 @@ def test_pack_from_another_model_is_refused(ckpt, packed, tmp_path):
     json.dump(h, open(hp, "w"))
     with pytest.raises(ModelError, match="another model"):
         pack.load_pack(p)
+
+
+def _drafted_script(seed, steps=8):
+    rng = random.Random(seed)
+    out = [([rng.randrange(96) for _ in range(6)], 6)]
+    for _ in range(steps):
+        T = rng.randint(3, 5)
+        out.append(([rng.randrange(96) for _ in range(T)], rng.randint(1, T)))
+    return out
+
+
+def _play_tele(eng, script):
+    tele = []
+    for toks, keep in script:
+        eng.run(toks)
+        tele.append(dict(eng.last_telemetry()))
+        eng.commit(keep)
+    return tele
+
+
+def test_cache_aware_routing_is_marked_and_reads_less(packed):
+    stride = pack.read_pack(packed).ex["stride"]
+    script = _script(seed=3, steps=12)
+    exact = pack.load_pack(packed, expert_cache=LAYERS * E // 2 * stride)
+    moce = pack.load_pack(packed, expert_cache=LAYERS * E // 2 * stride, routing="protect=1,bonus=8")
+    assert moce.routing()["approximate"] and not exact.routing()["approximate"]
+    te, tm = _play_tele(exact, script), _play_tele(moce, script)
+    assert not any(t["approximate"] for t in te)
+    assert all(t["approximate"] for t in tm)
+    assert sum(t["cold_misses"] for t in tm[1:]) < sum(t["cold_misses"] for t in te[1:])
+
+
+def test_hard_budget_drafts_add_no_cold_experts(packed):
+    stride = pack.read_pack(packed).ex["stride"]
+    script = _drafted_script(4)
+    plain = _play_tele(pack.load_pack(packed, expert_cache=2 * K * stride), script)
+    budget = _play_tele(pack.load_pack(packed, expert_cache=2 * K * stride, routing="hard-budget"), script)
+    assert sum(t["extra_cold"] for t in plain[1:]) > 0
+    # draft rows choose only the root's experts or ready residents: nothing cold beyond the root's
+    assert all(t["extra_cold"] == 0 for t in budget[1:])
+    assert all(t["approximate"] for t in budget[1:])
+
+
+def test_root_only_readahead_stays_exact(ckpt, packed):
+    script = _script(seed=5)
+    ref = _play(strata.load(ckpt), script)
+    eng = pack.load_pack(packed, expert_cache="0.5", readahead=True, routing="root-readahead")
+    assert not eng.routing()["approximate"]
+    got = _play(eng, script)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got))
+    assert not eng.last_telemetry()["approximate"]
+
+
+@pytest.mark.parametrize("text,want", [
+    ("off", {}), ("", {}),
+    ("protect=2,bonus=1.5", {"protect": 2, "bonus": 1.5, "cache_aware": True}),
+    ("hard-budget,anchors=4,root-readahead", {"hard_budget": True, "budget_anchors": 4, "root_only_readahead": True}),
+    ("draft_bonus=3", {"draft_bonus": 3.0, "cache_aware": True}),
+])
+def test_parse_routing(text, want):
+    assert pack.parse_routing(text) == want
+    assert pack.routing_is_approximate(want) == bool(want.get("cache_aware") or want.get("hard_budget"))
+
+
+@pytest.mark.parametrize("text", ["protect=x", "bonsu=1", "anchors=2", "protect=-1"])
+def test_parse_routing_errors(text):
+    from strata.errors import UsageError
+
+    with pytest.raises(UsageError, match="--routing"):
+        pack.parse_routing(text)

@@ -724,12 +724,58 @@ def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode
         eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead))
 
 
+_ROUTING_KEYS = {
+    "protect": ("protect", int), "bonus": ("bonus", float), "draft-protect": ("draft_protect", int),
+    "draft-bonus": ("draft_bonus", float), "anchors": ("budget_anchors", int),
+}
+_ROUTING_FLAGS = {"hard-budget": "hard_budget", "root-readahead": "root_only_readahead"}
+
+
+def parse_routing(text) -> dict:
+    """Parses `--routing`: "off" or comma-separated protect=J, bonus=B, draft-protect=J,
+    draft-bonus=B, hard-budget, anchors=N, root-readahead. Returns Engine.set_routing keywords.
+    Every mode except root-readahead changes the model (outputs become approximate)."""
+    if isinstance(text, dict):
+        return dict(text)
+    s = str(text or "").strip()
+    out: dict = {}
+    if s.lower() in ("", "off", "exact", "none"):
+        return out
+    hint = ("use 'off' or a list like protect=2,bonus=1.5,draft-protect=1,draft-bonus=3,hard-budget,"
+            "anchors=4,root-readahead")
+    for item in s.split(","):
+        item = item.strip().lower().replace("_", "-")
+        key, eq, val = item.partition("=")
+        if not eq and key in _ROUTING_FLAGS:
+            out[_ROUTING_FLAGS[key]] = True
+        elif eq and key in _ROUTING_KEYS:
+            name, conv = _ROUTING_KEYS[key]
+            try:
+                out[name] = conv(val)
+            except ValueError:
+                raise UsageError(f"--routing: {key} needs a number, got {val!r} ({hint})") from None
+            if name in ("protect", "draft_protect", "budget_anchors") and out[name] < 0:
+                raise UsageError(f"--routing: {key} must be >= 0")
+        else:
+            raise UsageError(f"--routing: unknown setting {item!r} ({hint})")
+    if any(k in out for k in ("protect", "bonus", "draft_protect", "draft_bonus")):
+        out["cache_aware"] = True
+    if "budget_anchors" in out and not out.get("hard_budget"):
+        raise UsageError("--routing: anchors=N only applies together with hard-budget")
+    return out
+
+
+def routing_is_approximate(routing: dict) -> bool:
+    return bool(routing.get("cache_aware") or routing.get("hard_budget"))
+
+
 def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str = "lru",
-              io_threads: int = 4, readahead: bool = False, **options):
+              io_threads: int = 4, readahead: bool = False, routing=None, **options):
     """Loads a strata pack into an engine whose experts stream through a resident cache.
 
     `expert_cache`: bytes (int), or text as `parse_cache_size` reads it ("8GiB", "0.25", ...);
-    None holds every expert. Other options go to `strata.model.build_engine`.
+    None holds every expert. `routing`: cache-aware routing (see parse_routing; default exact).
+    Other options go to `strata.model.build_engine`.
     """
     from . import config as _config  # noqa: PLC0415
     from .model import build_engine  # noqa: PLC0415
@@ -749,4 +795,8 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
         cache = parse_cache_size(expert_cache, info.expert_bytes)
     store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
                               io_threads=io_threads, readahead=readahead)
-    return build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
+    engine = build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
+    routing_kw = parse_routing(routing)
+    if routing_kw:
+        engine.set_routing(**routing_kw)
+    return engine
