@@ -188,6 +188,7 @@ class ChatScreen(EngineScreen):
     def on_generation_finished(self, message: GenerationFinished) -> None:
         if message.run_id != self.run_id:
             return
+        self.query_one(Transcript).flush()
         if message.error is not None:
             text = describe_error(message.error)
             self._status(f"error: {text}", error=True)

@@ -22,19 +22,32 @@ class MessageBlock(Static):
         self.role = role
         self.text = text
         self.border_title = role
+        self.dirty = False
 
     def on_mount(self) -> None:
-        self.update(Text(printable(self.text)))
+        self.render_text()
 
     def append(self, text: str) -> None:
+        """Cheap: the text is drawn by the transcript's repaint timer (`render_text`)."""
         self.text += text
+        self.dirty = True
+
+    def render_text(self) -> None:
+        self.dirty = False
         self.update(Text(printable(self.text)))
 
 
 class Transcript(VerticalScroll):
-    """Holds MessageBlocks. `append_text` is what workers reach through call_from_thread."""
+    """Holds MessageBlocks. `append_text` is what workers reach through call_from_thread; it
+    only appends, and a ~20 Hz timer redraws, so a fast engine never waits on rendering."""
+
+    REPAINT_S = 0.05
+
+    def on_mount(self) -> None:
+        self.set_interval(self.REPAINT_S, self.flush, name="transcript-repaint")
 
     def add_message(self, role: str, text: str = "") -> MessageBlock:
+        self.flush()
         block = MessageBlock(role, text)
         self.mount(block)
         self.scroll_end(animate=False)
@@ -46,7 +59,16 @@ class Transcript(VerticalScroll):
             self.add_message("assistant", text)
             return
         blocks.last().append(text)
-        self.scroll_end(animate=False)
+
+    def flush(self) -> None:
+        """Draw the blocks that grew since the last repaint."""
+        grew = False
+        for block in self.query(MessageBlock):
+            if block.dirty:
+                block.render_text()
+                grew = True
+        if grew:
+            self.scroll_end(animate=False)
 
     def clear_messages(self) -> None:
         self.query(MessageBlock).remove()
