@@ -23,7 +23,8 @@ constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T
 constexpr double kCostEma = 0.1;
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 32;         // a one-token draft every N windows that would not draft
-constexpr int64_t kReliableSamples = 16;  // windows of one T before its own average is trusted
+constexpr int64_t kReliableSamples = 16;  // most weight one T's average gets (in windows)
+constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
 
 }  // namespace
 
@@ -54,12 +55,9 @@ double LengthController::acceptance(int b, int i) const {
     return (acc_[b][i] + kPositionWeight * pooled) / (tri_[b][i] + kPositionWeight);
 }
 
-double LengthController::cost(int T) const {
-    T = std::clamp(T, 1, kMaxT);
-    // A T with enough windows of its own uses its measured average; other T use a line
-    // c(T) = a + b (T - 1) fitted (weighted least squares) to every measured T, with a prior
-    // row cost so that a few noisy windows cannot swing the choice.
-    if (cost_n_[T] >= kReliableSamples) return cost_ema_[T];
+double LengthController::line_cost(int T) const {
+    // c(T) = a + b (T - 1) fitted (weighted least squares) to every measured T, the slope shrunk
+    // toward a prior row cost so that a few noisy windows cannot swing it
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int t = 1; t <= kMaxT; ++t) {
         if (!cost_n_[t]) continue;
@@ -80,7 +78,6 @@ double LengthController::cost(int T) const {
         a = y0 / (1.0 + kPriorRowCost * x0);
         b = kPriorRowCost * a;
     } else {
-        // shrink the slope toward the prior with the weight of kPriorWeight windows at x = 1
         const double y_mean = sy / sw, x_mean = sx / sw;
         const double b_fit = (sxy - sx * sy / sw) / var;
         const double a_fit = y_mean - b_fit * x_mean;
@@ -88,8 +85,18 @@ double LengthController::cost(int T) const {
         b = (b_fit * var + prior_b * kPriorWeight) / (var + kPriorWeight);
         a = y_mean - b * x_mean;
     }
-    b = std::max(b, 0.0);
-    return std::max(a + b * double(T - 1), 1e-9);
+    return std::max(a + std::max(b, 0.0) * double(T - 1), 1e-9);
+}
+
+double LengthController::cost(int T) const {
+    T = std::clamp(T, 1, kMaxT);
+    // Multi-row windows of a MoE model need the union of the rows' experts, so cost is not a line
+    // in T: each T leans on its own measured average as its windows accumulate, and on the line
+    // through all measurements before that.
+    const double line = line_cost(T);
+    if (!cost_n_[T]) return line;
+    const double w = double(std::min<int64_t>(cost_n_[T], kReliableSamples));
+    return (w * cost_ema_[T] + kLineWeight * line) / (w + kLineWeight);
 }
 
 double LengthController::expected_keep(int match_len, int drafts) const {

@@ -53,6 +53,7 @@ public:
     void observe_cost(int T, double us);
     double acceptance(int bucket, int position) const;
     double cost(int T) const;  // estimated microseconds of a window of T rows
+    double line_cost(int T) const;
     double expected_keep(int match_len, int drafts) const;
     int64_t cost_samples(int T) const { return cost_n_[T]; }
     void reset();

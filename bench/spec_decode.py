@@ -1,0 +1,266 @@
+"""Suffix drafting + multi-token verification: how much faster, and still identical.
+
+    python bench/spec_decode.py --drafter-only                 # model-free: drafts a known stream would accept
+    python bench/spec_decode.py --model PATH                   # real outputs: drafting off vs on, same run
+    python bench/spec_decode.py --model PATH --forced          # outputs forced to the recorded answers (any model)
+
+Workloads are the recorded sessions in sessions/workloads/ (edit sessions built from real source
+files, and a prose chat). For each turn the prompt is the edit or chat prompt of strata.prompts,
+and the recorded answer is what a model that copies well would write.
+
+- drafter-only: feed prompt + answer as a known token stream; at each window ask the drafter, count
+  how many draft tokens match the stream, advance by that plus one. Reports tokens per window for the
+  baseline rule (3 drafts), the baseline rule with 15, and the suffix drafter with 15.
+- model: run the model with drafting off and on (adaptive, or --max-draft K), same prompts, same
+  run; tokens/s over decode time, speedup, acceptance, mean keep, T histogram, identical output.
+- forced: like model, but each output token is forced to the recorded answer (the model still runs
+  every window, so time is real): the speed of a model that writes the answer, on any checkpoint
+  (a random one included). Identical output is then by construction; the lossless check is the
+  model mode and the test suite.
+
+Tokens come from the model's tokenizer.json (or --tokenizer FOLDER); without one, UTF-8 bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+try:
+    import strata  # noqa: F401
+except ImportError:  # a source checkout: PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME
+    sys.path.insert(0, str(ROOT / "app"))
+
+from strata import prompts  # noqa: E402
+from strata.session_format import read_session_file  # noqa: E402
+
+
+@dataclass
+class Turn:
+    prompt: str
+    answer: str     # the recorded output, end token included
+
+
+@dataclass
+class Workload:
+    name: str
+    kind: str
+    turns: list[Turn]
+
+
+def load_workloads(folder: Path, only: list[str] | None) -> list[Workload]:
+    out = []
+    for path in sorted(folder.glob("*.jsonl")):
+        if only and not any(o in path.stem for o in only):
+            continue
+        rec = read_session_file(path)
+        turns = []
+        messages: list[dict[str, str]] = []
+        for t in rec.turns:
+            if rec.kind == "edit":
+                turns.append(Turn(prompts.edit_prompt(t.file_path or "", t.file_content or "", t.instruction or ""),
+                                  t.output + prompts.ENDOFTEXT))
+            else:
+                messages.append({"role": "user", "content": t.input})
+                text = "".join(f"{prompts.IM_START}{m['role']}\n{m['content']}{prompts.IM_END}\n" for m in messages)
+                turns.append(Turn(text + f"{prompts.IM_START}assistant\n", t.output + prompts.IM_END))
+                messages.append({"role": "assistant", "content": t.output})
+        out.append(Workload(path.stem, rec.kind, turns))
+    return out
+
+
+class ByteTokens:
+    """UTF-8 bytes as token ids (no tokenizer); special tokens as their text's bytes."""
+    name = "utf-8 bytes"
+    eos_ids: list[int] = []
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+
+def tokenizer_for(folder: Path | None):
+    from strata.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_folder(folder) if folder else None
+    if tok is None:
+        return ByteTokens()
+    tok.name = f"{folder.name}/tokenizer.json"
+    return tok
+
+
+# ---------------------------------------------------------------------------------------------
+def drafter_stats(workloads: list[Workload], tok, min_match: int) -> list[dict]:
+    import strata._engine as E
+
+    configs = [("baseline@3", lambda: E.BaselineDrafter(3), 3), ("baseline@15", lambda: E.BaselineDrafter(15), 15),
+               ("suffix@15", E.SuffixDrafter, 15)]
+    rows = []
+    for w in workloads:
+        row = {"workload": w.name, "tokens": 0}
+        for name, make, k in configs:
+            d = make()
+            windows = drafted = accepted = tokens = 0
+            for t in w.turns:  # one session: later turns see earlier ones
+                d.append(tok.encode(t.prompt))
+                target = tok.encode(t.answer)
+                p = 0
+                while p < len(target):
+                    draft, _ = d.propose(min(k, len(target) - p - 1), min_match) if len(target) - p > 1 else ([], 0)
+                    n = 0
+                    while n < len(draft) and draft[n] == target[p + n]:
+                        n += 1
+                    step = min(n + 1, len(target) - p)
+                    d.append(target[p:p + step])
+                    p += step
+                    windows += 1
+                    drafted += len(draft)
+                    accepted += n
+                tokens += len(target)
+            row["tokens"] = tokens
+            row[name] = tokens / windows if windows else 0.0
+            row[name + " acc"] = accepted / drafted if drafted else 0.0
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+def run_turns(engine, w: Workload, tok, *, drafter: str, max_draft, min_match: int, forced: bool,
+              max_new: int) -> dict:
+    """One session's turns on a fresh decoder: decode-time tokens/s and window stats."""
+    import strata._engine as E
+
+    dec = E.Decoder(engine)
+    stats: list[dict] = []
+    outputs = []
+    prefill_s = 0.0
+    wall0 = time.perf_counter()
+    for t in w.turns:
+        dec.reset()
+        ids = tok.encode(t.prompt)
+        target = tok.encode(t.answer)[:max_new]
+        kw = dict(max_new=len(target) if forced else max_new, drafter=drafter, max_draft=max_draft,
+                  min_match=min_match, stop_ids=tok.eos_ids or None)
+        if forced:
+            kw["forced"] = target
+        if len(ids) + kw["max_new"] > engine.context_limit:
+            raise SystemExit(f"{w.name}: prompt of {len(ids)} tokens + {kw['max_new']} new passes the context "
+                             f"limit {engine.context_limit}; lower --max-new")
+        res = dec.generate(ids, callback=lambda toks, st: stats.append(st), **kw)
+        outputs.append(res["tokens"])
+        prefill_s += res["prefill_us"] / 1e6
+    wall = time.perf_counter() - wall0
+    windows = [s for s in stats if s["T"] > 0]
+    tokens = sum(s["emitted"] for s in stats)
+    decode_s = sum(s["window_us"] for s in windows) / 1e6
+    drafted = sum(s["n_drafted"] for s in windows)
+    accepted = sum(s["n_accept"] for s in windows)
+    return {
+        "tokens": tokens, "decode_s": decode_s, "prefill_s": prefill_s, "wall_s": wall,
+        "tok_s": tokens / decode_s if decode_s else 0.0,
+        "acceptance": accepted / drafted if drafted else 0.0,
+        "mean_keep": statistics.fmean(s["keep"] for s in windows) if windows else 0.0,
+        "t_hist": dict(sorted(Counter(s["T"] for s in windows).items())),
+        "outputs": outputs, "windows": len(windows),
+        "cost_us": dec.controller_state()["cost_us"],
+    }
+
+
+def model_bench(args, workloads, tok) -> list[dict]:
+    import strata
+
+    from strata import pack as _pack
+
+    path = str(args.model)
+    if _pack.is_pack(path):
+        engine = _pack.load_pack(path, threads=args.threads)
+    else:
+        engine = strata.load(path, threads=args.threads)
+    rows = []
+    for w in workloads:
+        best: dict[str, dict] = {}
+        for _ in range(args.repeat):
+            for label, drafter, k in (("off", "none", None), ("on", args.drafter, args.max_draft)):
+                r = run_turns(engine, w, tok, drafter=drafter, max_draft=k, min_match=args.min_match,
+                              forced=args.forced, max_new=args.max_new)
+                if label not in best or r["decode_s"] < best[label]["decode_s"]:
+                    best[label] = r
+        off, on = best["off"], best["on"]
+        rows.append({
+            "workload": w.name, "tokens": on["tokens"], "off_tok_s": off["tok_s"], "on_tok_s": on["tok_s"],
+            "speedup": on["tok_s"] / off["tok_s"] if off["tok_s"] else 0.0,
+            "acceptance": on["acceptance"], "mean_keep": on["mean_keep"], "t_hist": on["t_hist"],
+            "identical": off["outputs"] == on["outputs"], "prefill_s": on["prefill_s"],
+            "cost_T1_ms": on["cost_us"][0] / 1e3, "cost_T4_over_T1": on["cost_us"][3] / on["cost_us"][0] if on["cost_us"][0] else 0.0,
+        })
+        print(f"  {w.name}: {rows[-1]['speedup']:.2f}x", file=sys.stderr)
+    return rows
+
+
+def fmt_hist(h: dict) -> str:
+    return " ".join(f"{k}:{v}" for k, v in h.items())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, help="checkpoint folder or strata pack")
+    ap.add_argument("--tokenizer", type=Path, help="folder with tokenizer.json (default: the model's)")
+    ap.add_argument("--workloads", type=Path, default=ROOT / "sessions" / "workloads")
+    ap.add_argument("--only", nargs="*", help="workload names containing one of these")
+    ap.add_argument("--drafter-only", action="store_true", help="only the model-free drafter statistics")
+    ap.add_argument("--forced", action="store_true", help="force outputs to the recorded answers")
+    ap.add_argument("--drafter", default="suffix", choices=["suffix", "baseline"])
+    ap.add_argument("--max-draft", type=int, default=None, help="fixed draft length (default: adaptive)")
+    ap.add_argument("--min-match", type=int, default=4)
+    ap.add_argument("--max-new", type=int, default=1024, help="most tokens per turn")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the fastest counts")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args(argv)
+
+    workloads = load_workloads(args.workloads, args.only)
+    if not workloads:
+        print(f"no workloads in {args.workloads}", file=sys.stderr)
+        return 2
+    tok = tokenizer_for(args.tokenizer or args.model)
+    result: dict = {"tokens": tok.name}
+
+    rows = drafter_stats(workloads, tok, args.min_match)
+    result["drafter"] = rows
+    print(f"## Model-free drafting ({tok.name}; tokens per window when every correct draft is kept)\n")
+    print("| workload | tokens | baseline@3 | baseline@15 | suffix@15 | suffix acceptance |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['tokens']} | {r['baseline@3']:.2f} | {r['baseline@15']:.2f} | "
+              f"{r['suffix@15']:.2f} | {r['suffix@15 acc']:.2f} |")
+
+    if not args.drafter_only:
+        if args.model is None:
+            print("\n(--model not given: skipping the timed runs)", file=sys.stderr)
+        else:
+            mode = "forced to the recorded answers" if args.forced else "the model's own output"
+            ctl = f"max-draft {args.max_draft}" if args.max_draft is not None else "adaptive"
+            print(f"\n## Drafting off vs on ({args.model.name}, {mode}, {args.drafter} drafter, {ctl})\n")
+            mrows = model_bench(args, workloads, tok)
+            result["model"] = mrows
+            print("| workload | tokens | off tok/s | on tok/s | speedup | acceptance | mean keep | T histogram | identical |")
+            print("|---|---:|---:|---:|---:|---:|---:|---|:---:|")
+            for r in mrows:
+                print(f"| {r['workload']} | {r['tokens']} | {r['off_tok_s']:.1f} | {r['on_tok_s']:.1f} | "
+                      f"{r['speedup']:.2f}x | {r['acceptance']:.2f} | {r['mean_keep']:.2f} | {fmt_hist(r['t_hist'])} | "
+                      f"{'yes' if r['identical'] else 'NO'} |")
+            c = mrows[0]
+            print(f"\nwindow cost T=1: {c['cost_T1_ms']:.2f} ms; estimated cost(4)/cost(1) = {c['cost_T4_over_T1']:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
