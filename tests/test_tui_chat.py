@@ -218,6 +218,10 @@ async def test_logging_goes_to_the_app_not_to_the_terminal(capfd):
             await settle(app, pilot)
             await say(app, pilot, "hi")
             assert any("expert pack read slowly" in n for n in app.notes)
+            await pilot.press("f2")                # the log screen keeps what was said
+            await pilot.pause()
+            assert "expert pack read slowly" in app.screen.lines.plain
+            await pilot.press("escape")
         logging.getLogger("strata.engine").warning("after the app")
     finally:
         logging.getLogger().removeHandler(terminal)

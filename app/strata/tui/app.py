@@ -180,6 +180,11 @@ class StrataApp(App):
             left.display = not zoomed
         self.repaint_panels(force=True)
 
+    def action_show_log(self) -> None:
+        from .screens.log import LogScreen
+        if not isinstance(self.screen, LogScreen):
+            self.push_screen(LogScreen())
+
     def action_show_help(self) -> None:
         from .screens.help import HelpScreen
         if not isinstance(self.screen, HelpScreen):

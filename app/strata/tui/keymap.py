@@ -30,6 +30,7 @@ APP_KEYS = (
     Key("app.quit", "ctrl+q", "quit", "Quit", "Leave strata (the session is saved if it has a store)",
         priority=True),
     Key("app.help", "f1", "show_help", "Help", "List every key binding and what it does"),
+    Key("app.log", "f2", "show_log", "Log", "Status notes and log records of this run"),
     Key("app.heatmap-numbers", "f3", "toggle_heatmap_numbers", "Heatmap numbers",
         "Switch the expert heatmap between colours and a numeric table"),
     Key("app.panels", "f4", "toggle_panels", "Panels", "Show or hide the telemetry panels"),
