@@ -112,6 +112,9 @@ class ChatScreen(EngineScreen):
             return
         self.chat = message.chat
         self.app.session_id = message.chat.session_id  # type: ignore[attr-defined]
+        if message.chat.session_id:
+            model = getattr(self.app.generator, "model_name", "")  # type: ignore[attr-defined]
+            self.app.sub_title = f"{model} \u00b7 session {message.chat.session_id}"
         if self.app.settings != message.chat.settings:  # type: ignore[attr-defined]
             self.app.settings = message.chat.settings  # type: ignore[attr-defined]
             self.query_one(SettingsStrip).set_settings(message.chat.settings)

@@ -140,6 +140,9 @@ class EditScreen(EngineScreen):
             return
         self.session = message.session
         self.app.session_id = message.session.session_id  # type: ignore[attr-defined]
+        if message.session.session_id:
+            model = getattr(self.app.generator, "model_name", "")  # type: ignore[attr-defined]
+            self.app.sub_title = f"{model} \u00b7 session {message.session.session_id}"
         self.app.edit_session = message.session  # type: ignore[attr-defined]
         first = self.app.instruction  # type: ignore[attr-defined]
         if first:
