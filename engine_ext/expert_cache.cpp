@@ -9,6 +9,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include <sys/mman.h>
+
 #include "window_model.h"
 
 namespace strata {
@@ -38,8 +40,21 @@ StreamingExpertStore::StreamingExpertStore(PackGeometry geo, StreamOptions opt)
     E_ = g.num_experts;
     const int64_t total = int64_t(g.layers.size()) * E_;
     n_slots_ = int(std::min<int64_t>(total, std::max<int64_t>(1, opt.cache_bytes / g.stride)));
+    // One lazily committed mapping for all budget slots, advised for transparent huge pages:
+    // first-touch faults of fresh slot memory otherwise cost as much as the disk read itself.
+    arena_bytes_ = size_t(n_slots_) * size_t(g.stride);
+    void* a = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (a == MAP_FAILED) throw std::bad_alloc();
+    arena_ = static_cast<uint8_t*>(a);
+#ifdef MADV_HUGEPAGE
+    ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
+#endif
     slots_.reserve(size_t(n_slots_));
-    for (int i = 0; i < n_slots_; ++i) slots_.push_back(std::make_unique<Slot>());
+    for (int i = 0; i < n_slots_; ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        slots_.back()->buf = arena_ + size_t(i) * size_t(g.stride);
+    }
     where_.assign(size_t(total), -1);
     layer_tick_.assign(g.layers.size(), 0);
     freq_.assign(size_t(total), 0.f);
@@ -49,7 +64,8 @@ StreamingExpertStore::StreamingExpertStore(PackGeometry geo, StreamOptions opt)
 
 StreamingExpertStore::~StreamingExpertStore() {
     pool_.reset();  // finish or drop every read before the buffers go away
-    for (auto& s : slots_) std::free(s->buf);
+    for (size_t i = size_t(n_slots_); i < slots_.size(); ++i) std::free(slots_[i]->buf);
+    ::munmap(arena_, arena_bytes_);
 }
 
 int StreamingExpertStore::ord_or_throw(int layer) const {

@@ -93,6 +93,8 @@ private:
     mutable std::mutex m_;
     std::condition_variable ready_cv_;
     std::vector<std::unique_ptr<Slot>> slots_;     // [0, n_slots_) budget, then overflow
+    uint8_t* arena_ = nullptr;                     // budget slots' memory (one lazy mapping)
+    size_t arena_bytes_ = 0;
     std::vector<int> free_overflow_;
     int overflow_live_ = 0, overflow_high_ = 0;
     std::vector<int> where_;                       // key -> slot or -1
