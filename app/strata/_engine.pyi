@@ -146,3 +146,73 @@ class Decoder:
     def reset(self) -> None: ...
     def controller_state(self) -> dict[str, Any]: ...
     def reset_controller(self) -> None: ...
+
+# ---- stream (expert pack reader, cache, IO, MoCE routing: engine_ext/register_stream.cpp) ------
+# Engine also gains, from register_stream.cpp:
+#   Engine.set_routing(cache_aware=False, protect=0, bonus=0.0, draft_protect=-1, draft_bonus=nan,
+#                      hard_budget=False, budget_anchors=-1, root_only_readahead=False) -> None
+#   Engine.routing() -> dict[str, Any]   (the options plus "approximate")
+
+def crc32(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
+    """CRC-32 with the zlib polynomial (same values as zlib.crc32)."""
+
+def route_window(
+    logits: np.ndarray,
+    k: int,
+    renormalize: bool = True,
+    ready: np.ndarray | None = None,
+    cache_aware: bool = False,
+    protect: int = 0,
+    bonus: float = 0.0,
+    draft_protect: int = -1,
+    draft_bonus: float = ...,
+    hard_budget: bool = False,
+    budget_anchors: int = -1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Routes [rows, experts] router logits (row 0 = root): (idx int32 [rows, k], weights f32 [rows, k])."""
+
+class StreamingExpertStore(ExpertStore):
+    """Resident expert slots filled from a pack's experts.bin by IO worker threads."""
+    def __init__(
+        self,
+        path: str,
+        data_offset: int,
+        stride: int,
+        blob_bytes: int,
+        num_experts: int,
+        hidden: int,
+        inter: int,
+        dtype: str,
+        layers: list[int],
+        crcs: np.ndarray,
+        cache_bytes: int,
+        io_mode: str = "direct",
+        eviction: str = "lru",
+        io_threads: int = 4,
+        readahead: bool = False,
+        lfu_half_life: float = 32.0,
+    ) -> None: ...
+    def acquire(self, layer: int, experts: list[int], root_experts: list[int] = ...) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Pins the experts and returns copies of (gate, up, down); bf16 comes back as uint16 bits."""
+    def acquire_release(self, layer: int, experts: list[int], root_experts: list[int] = ...) -> None: ...
+    def release(self, layer: int) -> None: ...
+    def prefetch(self, layer: int, experts: list[int]) -> None: ...
+    def is_ready(self, layer: int, expert: int) -> bool: ...
+    def resident(self, layer: int) -> list[int]: ...
+    def drain_telemetry(self) -> dict[str, Any]: ...
+    def inject_read_error(self, layer: int, expert: int, times: int = 1) -> None:
+        """Test hook: the next `times` reads of (layer, expert) fail with EIO (0 clears)."""
+    def stress(self, threads: int, iterations: int, max_union: int, seed: int = 0) -> int:
+        """Threads acquire random unions and verify pinned blobs' CRCs; returns corrupted views seen."""
+    readahead: bool
+    @property
+    def slots(self) -> int: ...
+    @property
+    def slots_used(self) -> int: ...
+    @property
+    def overflow_high_water(self) -> int: ...
+    @property
+    def io_mode(self) -> str:
+        """"direct", "buffered+dontneed" (O_DIRECT refused by the file system) or "page_cache"."""
+    @property
+    def stride(self) -> int: ...
