@@ -44,7 +44,7 @@ def total(values):
         result = add(result, v)
     return result
 '''
-EDIT_INSTRUCTION = "rename add to add_numbers"
+EDIT_INSTRUCTION = "Rename `add` to `add_numbers`."
 
 
 async def settle(app, pilot) -> None:

@@ -2,6 +2,8 @@
 rendering, checked without a terminal."""
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from strata.edit import diff_hunks
@@ -175,3 +177,24 @@ def test_expert_geometry_comes_from_the_generator_or_its_engine_config():
     engine = SimpleNamespace(config={"hf_config": {"text_config": {"num_experts": 512}}})
     assert expert_geometry(SimpleNamespace(engine=engine)) == (0, 512)
     assert expert_geometry(SimpleNamespace(engine=SimpleNamespace(config="?"))) == (0, 0)
+    engine = SimpleNamespace(config={"num_experts": 16, "layer_moe": [1, 0, 1, 1]})
+    assert expert_geometry(SimpleNamespace(engine=engine)) == (3, 16)
+
+
+def test_cache_panel_says_when_no_experts_are_streamed():
+    from rich.console import Console
+
+    from strata.tui.widgets.panels import ColdMissPanel
+
+    def shown(log):
+        console = Console(width=60, record=True, file=io.StringIO())
+        console.print(ColdMissPanel(log).render_log(60))
+        return console.export_text()
+
+    resident = TelemetryLog()
+    resident.add(win())
+    assert "no streaming store" in shown(resident)
+    streamed = TelemetryLog()
+    streamed.add(win(hits=3, cold_misses=1, cache_slots_used=4, cache_slots_total=8))
+    text = shown(streamed)
+    assert "no streaming store" not in text and "75.0%" in text and "4/8" in text

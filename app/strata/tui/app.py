@@ -53,6 +53,10 @@ def expert_geometry(generator: Any) -> tuple[int, int]:
     n_experts = getattr(generator, "n_experts", 0)
     config = getattr(getattr(generator, "engine", None), "config", None)
     if isinstance(config, dict):
+        moe = config.get("layer_moe")
+        if not n_layers and isinstance(moe, list):
+            n_layers = sum(1 for flag in moe if flag)
+        n_experts = n_experts or config.get("num_experts") or 0
         hf = config.get("hf_config", config)
         if isinstance(hf, dict):
             hf = {**hf, **(hf.get("text_config") or {})}

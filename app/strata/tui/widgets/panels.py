@@ -114,6 +114,9 @@ class ColdMissPanel(LogPanel):
                       f"{log.hit_rate(log.windows[-log.interval_windows:]):.1%}")
         used, slots = log.occupancy()
         table.add_row("occupancy", f"{used}/{slots}", f"{ratio(used, slots):.0%}")
+        if log.windows and slots == 0 and not any(total.values()):
+            return Group(table, Text("all experts resident: no streaming store "
+                                     "(convert to a pack, run with --expert-cache)", style="dim"))
         if log.windows and log.windows[-1].approximate:
             return Group(table, Text("approximate routing: output differs from the model",
                                      style="bold red"))
