@@ -203,3 +203,29 @@ def test_telemetry_and_window_model(model_path):
     assert isinstance(eng.as_window_model(), _engine.WindowModel)
     assert isinstance(eng.expert_store, _engine.ExpertStore)
     assert eng.config["arch"] == "qwen3_next" and eng.vocab_size == 96
+
+
+def test_failed_single_token_run_changes_nothing(model_path, serial, tmp_path):
+    """A run that fails inside (here: an expert read error from the streaming store) must leave the
+    committed state untouched, for T=1 too (its GDN step goes to scratch until commit)."""
+    pack = pytest.importorskip("strata.pack")
+    seq, ref_logits, states = serial
+    dst = str(tmp_path / "m.strata")
+    pack.convert(model_path, dst)
+    eng = pack.load_pack(dst, expert_cache=2 * pack.read_pack(dst).ex["stride"])  # one layer's top-2
+    store = eng.expert_store
+    if not hasattr(store, "inject_read_error"):
+        pytest.skip("streaming store without fault injection")
+    for t in seq[:6]:
+        eng.run([t])
+        eng.commit(1)
+    for e in range(8):
+        store.inject_read_error(2, e, 1)  # layer 2 is a GDN layer after layer 0 (GDN) stepped
+    with pytest.raises(ModelError):
+        eng.run([seq[6]])
+    assert not eng.window_open and eng.pos == 6
+    for e in range(8):
+        store.inject_read_error(2, e, 0)
+    out = eng.run([seq[6]])
+    eng.commit(1)
+    assert np.array_equal(out[0], ref_logits[6])
