@@ -198,3 +198,11 @@ def test_cache_panel_says_when_no_experts_are_streamed():
     streamed.add(win(hits=3, cold_misses=1, cache_slots_used=4, cache_slots_total=8))
     text = shown(streamed)
     assert "no streaming store" not in text and "75.0%" in text and "4/8" in text
+
+
+def test_t_histogram_groups_many_window_sizes_in_power_of_two_ranges():
+    from strata.tui.widgets.panels import t_hist_rows
+
+    assert t_hist_rows({1: 5, 4: 2}) == [("1", 5), ("4", 2)]
+    many = {1: 42, 2: 9, 3: 6, 4: 4, 5: 2, 8: 2, 13: 2, 16: 19}
+    assert t_hist_rows(many) == [("1", 42), ("2-3", 15), ("4-7", 6), ("8-15", 4), ("16-31", 19)]

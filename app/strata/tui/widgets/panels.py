@@ -30,6 +30,18 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def t_hist_rows(t_hist: dict[int, int], max_rows: int = 6) -> list[tuple[str, int]]:
+    """Histogram rows of window sizes; with more distinct T than `max_rows`, T is grouped in
+    power-of-two ranges (1, 2-3, 4-7, 8-15, 16-31, ...) so the panel keeps its height."""
+    if len(t_hist) <= max_rows:
+        return [(str(T), n) for T, n in sorted(t_hist.items())]
+    groups: dict[int, int] = {}
+    for T, n in t_hist.items():
+        lo = 1 << (max(1, T).bit_length() - 1)
+        groups[lo] = groups.get(lo, 0) + n
+    return [(str(lo) if lo == 1 else f"{lo}-{2 * lo - 1}", n) for lo, n in sorted(groups.items())]
+
+
 class LogPanel(Static):
     """A Static that renders from a TelemetryLog when `refresh_from_log()` is called."""
 
@@ -80,11 +92,12 @@ class AcceptancePanel(LogPanel):
             ("  kept ", "dim"), (f"{s.n_accept}", "bold"),
         )
         hist = Text("T hist", style="dim")
-        peak = max(s.t_hist.values(), default=0)
-        hist_w = max(4, width - 18)
-        for T, count in s.t_hist.items():
+        rows = t_hist_rows(s.t_hist)
+        peak = max((count for _, count in rows), default=0)
+        hist_w = max(4, width - 20)
+        for label, count in rows:
             n = round(count / peak * hist_w) if peak else 0
-            hist.append(f"\n T={T:<2} ", style="dim")
+            hist.append(f"\n T={label:<5} ", style="dim")
             hist.append("\u2588" * n, style="magenta")
             hist.append(f" {count}")
         return Group(offered, kept, rate, nums, hist)
