@@ -4,6 +4,11 @@
     python scripts/screenshots.py                  # the bundled default model
     python scripts/screenshots.py --model PATH     # another model folder or pack
     python scripts/screenshots.py --fake           # the deterministic fake engine (no model)
+    python scripts/screenshots.py --stream 0.5     # convert to a pack first and stream experts
+                                                   # through a cache of half of them
+
+The pictures in screenshots/ come from `--stream 0.8` on the bundled strata-tiny (its experts
+streamed from a pack through a cache of 80% of them, so the cache panel has something to show).
 
 Writes chat.svg, edit_review.svg, panels.svg (and .png of each when cairosvg is installed:
 `pip install cairosvg`). The app runs exactly as `strata chat` / `strata edit` run it; only the
@@ -127,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model folder, pack or alias (default: bundled)")
     parser.add_argument("--fake", action="store_true", help="use the deterministic fake engine")
+    parser.add_argument("--stream", metavar="CACHE", default=None,
+                        help="convert the model to a temporary pack and stream its experts through "
+                             "a cache of this size ('0.5' = half the experts, '64MiB', ...)")
     parser.add_argument("--out", type=Path, default=Path("screenshots"))
     args = parser.parse_args(argv)
 
@@ -141,7 +149,17 @@ def main(argv: list[str] | None = None) -> int:
         from strata.runtime import open_generator
 
         try:
-            generator = open_generator(args.model)  # loaded once; each app resets it
+            if args.stream is not None:
+                from strata import pack
+                from strata.models import resolve_model
+
+                source = resolve_model(args.model)
+                packs = tempfile.mkdtemp(prefix="strata-shot-pack-")
+                model = str(Path(packs) / source.name)  # the pack keeps the model's name
+                pack.convert(str(source), model)
+                generator = open_generator(model, expert_cache=args.stream)
+            else:
+                generator = open_generator(args.model)  # loaded once; each app resets it
         except StrataError as exc:
             print(f"screenshots: {exc}", file=sys.stderr)
             return 3

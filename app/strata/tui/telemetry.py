@@ -8,7 +8,7 @@ check the numbers without a terminal.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -65,20 +65,20 @@ def summarize_windows(stats: Sequence[WindowStats], prefill_s: float = 0.0) -> S
 
 
 class ExpertHeat:
-    """Layers x experts, each cell an exponentially decayed count of recent selections.
+    """Layers x experts, each cell an exponentially decayed count of recent selections, plus an
+    estimate of which selected experts were cold misses.
 
-    A cell is marked cold when its expert was selected in the latest window that reported cold
-    misses and had not been used for a long time before (heat under `cold_threshold`): with an
-    LRU-like resident cache those are the experts that had to come from disk. The engine
-    reports miss counts, not which expert missed, so the mark is that estimate."""
+    The engine reports how many experts missed the resident cache, not which. The estimate
+    replays the selections through an LRU of the cache's size (`cache_slots_total`): an expert
+    that such a cache would not hold is marked cold. It is only made for windows that reported
+    misses, and matches the engine exactly where the cache is LRU without read-ahead."""
 
-    def __init__(self, n_layers: int = 0, n_experts: int = 0, decay: float = 0.85,
-                 cold_threshold: float = 0.05) -> None:
+    def __init__(self, n_layers: int = 0, n_experts: int = 0, decay: float = 0.85) -> None:
         self.decay = decay
-        self.cold_threshold = cold_threshold
         self.heat = np.zeros((n_layers, n_experts), dtype=np.float64)
         self.cold: set[tuple[int, int]] = set()
         self.last_union: list[int] = []
+        self._lru: OrderedDict[tuple[int, int], None] = OrderedDict()
 
     @property
     def n_layers(self) -> int:
@@ -100,16 +100,24 @@ class ExpertHeat:
             return
         top = max((max(ids) for ids in experts if ids), default=-1)
         self._grow(len(experts), top + 1)
-        before = self.heat * self.decay
-        self.heat = before.copy()
+        self.heat *= self.decay
         cold: set[tuple[int, int]] = set()
+        slots = stats.cache_slots_total
         for layer, ids in enumerate(experts):
-            if not ids:
+            if ids:
+                self.heat[layer, np.asarray(ids, dtype=np.int64)] += 1.0
+            if slots <= 0:
                 continue
-            idx = np.asarray(ids, dtype=np.int64)
-            if stats.cold_misses:
-                cold.update((layer, int(e)) for e in idx[before[layer, idx] < self.cold_threshold])
-            self.heat[layer, idx] += 1.0
+            for e in ids:
+                key = (layer, int(e))
+                if key in self._lru:
+                    self._lru.move_to_end(key)
+                else:
+                    if stats.cold_misses:
+                        cold.add(key)
+                    self._lru[key] = None
+        while len(self._lru) > max(0, slots):
+            self._lru.popitem(last=False)
         self.cold = cold
         self.last_union = list(stats.union_per_layer) or [len(ids) for ids in experts]
 
