@@ -70,6 +70,7 @@ class ReplayScreen(EngineScreen):
         turns = recording.turns
 
         def begin_turn(index: int) -> None:
+            self.current_turn = index
             transcript = self.query_one(Transcript)
             turn = turns[index]
             label = turn.instruction or turn.input
@@ -77,9 +78,11 @@ class ReplayScreen(EngineScreen):
             transcript.add_message("assistant")
 
         def flatten(stop: Callable[[], bool]) -> Iterator[WindowEvent]:
+            # runs in the worker: the UI learns of a new turn through call_from_thread only
+            current = -1
             for index, event in events(stop):
-                if index != self.current_turn:
-                    self.current_turn = index
+                if index != current:
+                    current = index
                     self.app.call_from_thread(begin_turn, index)
                 yield event
 
