@@ -50,6 +50,8 @@ StreamingExpertStore::StreamingExpertStore(PackGeometry geo, StreamOptions opt)
 #ifdef MADV_HUGEPAGE
     ::madvise(arena_, arena_bytes_, MADV_HUGEPAGE);
 #endif
+    if (opt.prefault)
+        for (size_t off = 0; off < arena_bytes_; off += 4096) arena_[off] = 0;
     slots_.reserve(size_t(n_slots_));
     for (int i = 0; i < n_slots_; ++i) {
         slots_.push_back(std::make_unique<Slot>());

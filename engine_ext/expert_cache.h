@@ -26,6 +26,7 @@ struct StreamOptions {
     int io_threads = 4;
     bool readahead = false;       // accept prefetch() hints
     double lfu_half_life = 32.0;  // LFU: a use counts half after this many acquires of its layer
+    bool prefault = false;        // touch all slot memory up front (first-touch faults are slow on VMs)
 };
 
 class StreamingExpertStore : public ExpertStore {

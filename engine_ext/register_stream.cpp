@@ -157,7 +157,7 @@ void register_stream(py::module_& m) {
                          int num_experts, int hidden, int inter, const std::string& dtype,
                          std::vector<int> layers, py::array_t<uint32_t, py::array::c_style | py::array::forcecast> crcs,
                          int64_t cache_bytes, const std::string& io_mode, const std::string& eviction,
-                         int io_threads, bool readahead, double lfu_half_life) {
+                         int io_threads, bool readahead, double lfu_half_life, bool prefault) {
                  strata::PackGeometry g;
                  g.path = path;
                  g.data_offset = data_offset;
@@ -180,13 +180,14 @@ void register_stream(py::module_& m) {
                  o.io_threads = io_threads;
                  o.readahead = readahead;
                  o.lfu_half_life = lfu_half_life;
+                 o.prefault = prefault;
                  return std::make_shared<StreamingExpertStore>(std::move(g), o);
              }),
              py::arg("path"), py::arg("data_offset"), py::arg("stride"), py::arg("blob_bytes"),
              py::arg("num_experts"), py::arg("hidden"), py::arg("inter"), py::arg("dtype"),
              py::arg("layers"), py::arg("crcs"), py::arg("cache_bytes"), py::arg("io_mode") = "direct",
              py::arg("eviction") = "lru", py::arg("io_threads") = 4, py::arg("readahead") = false,
-             py::arg("lfu_half_life") = 32.0)
+             py::arg("lfu_half_life") = 32.0, py::arg("prefault") = false)
         .def("acquire", [](StreamingExpertStore& s, int layer, std::vector<int> experts,
                            std::vector<int> root) {
             std::vector<strata::ExpertView> views;

@@ -191,6 +191,7 @@ class StreamingExpertStore(ExpertStore):
         io_threads: int = 4,
         readahead: bool = False,
         lfu_half_life: float = 32.0,
+        prefault: bool = False,
     ) -> None: ...
     def acquire(self, layer: int, experts: list[int], root_experts: list[int] = ...) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Pins the experts and returns copies of (gate, up, down); bf16 comes back as uint16 bits."""

@@ -708,7 +708,8 @@ def check_pack_matches(info: PackInfo, spec: dict) -> None:
 
 
 def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode: str = "direct",
-                      eviction: str = "lru", io_threads: int = 4, readahead: bool = False):
+                      eviction: str = "lru", io_threads: int = 4, readahead: bool = False,
+                      prefault: bool = False):
     """The native StreamingExpertStore over a pack's expert file."""
     from . import _engine  # noqa: PLC0415 (native module)
 
@@ -721,7 +722,7 @@ def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode
         info.experts_path, ex["data_offset"], ex["stride"], ex["blob_bytes"], ex["num_experts"],
         ex["hidden_size"], ex["moe_intermediate_size"], ex["dtype"], [int(x) for x in ex["layers"]],
         info.crcs, int(info.expert_bytes if cache_bytes is None else cache_bytes), io_mode=io_mode,
-        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead))
+        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead), prefault=bool(prefault))
 
 
 _ROUTING_KEYS = {
@@ -770,7 +771,8 @@ def routing_is_approximate(routing: dict) -> bool:
 
 
 def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str = "lru",
-              io_threads: int = 4, readahead: bool = False, routing=None, **options):
+              io_threads: int = 4, readahead: bool = False, routing=None, prefault: bool = False,
+              **options):
     """Loads a strata pack into an engine whose experts stream through a resident cache.
 
     `expert_cache`: bytes (int), or text as `parse_cache_size` reads it ("8GiB", "0.25", ...);
@@ -794,7 +796,7 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
     else:
         cache = parse_cache_size(expert_cache, info.expert_bytes)
     store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
-                              io_threads=io_threads, readahead=readahead)
+                              io_threads=io_threads, readahead=readahead, prefault=prefault)
     engine = build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
     routing_kw = parse_routing(routing)
     if routing_kw:
