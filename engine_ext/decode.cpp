@@ -20,10 +20,9 @@ constexpr double kPriorAccept = 0.5;      // pooled acceptance of a bucket
 constexpr double kPriorWeight = 2.0;      // in windows
 constexpr double kPositionWeight = 4.0;   // how strongly a position leans on its bucket's pool
 constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T=1 window
-constexpr double kCostEma = 0.1;
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 32;         // a one-token draft every N windows that would not draft
-constexpr int64_t kReliableSamples = 16;  // most weight one T's average gets (in windows)
+constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own median is trusted
 constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
 
 }  // namespace
@@ -45,6 +44,7 @@ void LengthController::reset() {
     for (auto& r : tri_) r.fill(0);
     acc_pool_.fill(0);
     tri_pool_.fill(0);
+    for (auto& r : cost_ring_) r.fill(0);
     cost_ema_.fill(0);
     cost_n_.fill(0);
     since_explore_ = 0;
@@ -93,6 +93,7 @@ double LengthController::cost(int T) const {
     // Multi-row windows of a MoE model need the union of the rows' experts, so cost is not a line
     // in T: each T leans on its own measured average as its windows accumulate, and on the line
     // through all measurements before that.
+    if (cost_n_[T] >= kReliableSamples) return cost_ema_[T];
     const double line = line_cost(T);
     if (!cost_n_[T]) return line;
     const double w = double(std::min<int64_t>(cost_n_[T], kReliableSamples));
@@ -153,8 +154,14 @@ void LengthController::observe_drafts(int match_len, int observed, int accepted)
 
 void LengthController::observe_cost(int T, double us) {
     if (T < 1 || T > kMaxT || !(us > 0)) return;
-    cost_ema_[T] = cost_n_[T] ? cost_ema_[T] + kCostEma * (us - cost_ema_[T]) : us;
+    auto& ring = cost_ring_[T];
+    ring[size_t(cost_n_[T] % kCostRing)] = us;
     ++cost_n_[T];
+    const int n = int(std::min<int64_t>(cost_n_[T], kCostRing));
+    double tmp[kCostRing];
+    std::copy(ring.begin(), ring.begin() + n, tmp);
+    std::nth_element(tmp, tmp + n / 2, tmp + n);
+    cost_ema_[T] = tmp[n / 2];
 }
 
 // ---------------------------------------------------------------- decoder

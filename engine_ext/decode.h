@@ -61,7 +61,11 @@ public:
 private:
     std::array<std::array<double, kMaxDraft>, kBuckets> acc_{}, tri_{};
     std::array<double, kBuckets> acc_pool_{}, tri_pool_{};
-    std::array<double, kMaxT + 1> cost_ema_{};
+    // per T: the last kCostRing window costs and their median (robust to the spikes of a busy
+    // machine, which an average is not)
+    static constexpr int kCostRing = 31;
+    std::array<std::array<double, kCostRing>, kMaxT + 1> cost_ring_{};
+    std::array<double, kMaxT + 1> cost_ema_{};  // the median of the ring
     std::array<int64_t, kMaxT + 1> cost_n_{};
     int since_explore_ = 0;
 };

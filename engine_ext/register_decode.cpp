@@ -224,6 +224,19 @@ void register_decode(py::module_& m) {
              },
              py::arg("logits"), py::arg("position"), py::arg("pending") = py::none());
 
+    // ---- length controller (standalone, for tests and tools)
+    py::class_<LengthController>(m, "LengthController")
+        .def(py::init<>())
+        .def("choose", &LengthController::choose, py::arg("match_len"), py::arg("available"))
+        .def("observe_drafts", &LengthController::observe_drafts, py::arg("match_len"), py::arg("observed"),
+             py::arg("accepted"))
+        .def("observe_cost", &LengthController::observe_cost, py::arg("T"), py::arg("us"))
+        .def("acceptance", &LengthController::acceptance, py::arg("bucket"), py::arg("position"))
+        .def("cost", &LengthController::cost, py::arg("T"))
+        .def("expected_keep", &LengthController::expected_keep, py::arg("match_len"), py::arg("drafts"))
+        .def_static("bucket", &LengthController::bucket, py::arg("match_len"))
+        .def("reset", &LengthController::reset);
+
     // ---- decode loop
     py::class_<Decoder, std::shared_ptr<Decoder>>(m, "Decoder")
         .def(py::init<std::shared_ptr<WindowModel>>(), py::arg("model"))

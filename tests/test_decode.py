@@ -232,3 +232,61 @@ def test_adaptive_controller_measures_costs_and_acceptance():
     assert sum(state["cost_samples"][1:]) > 0  # windows with drafts were measured
     long_bucket = state["acceptance"][6]
     assert long_bucket[0] > 0.8  # long matches of an exact copy are accepted
+
+
+def feed_acceptance(c, match_len, rate, windows=400, drafts=15):
+    """Windows whose drafts are each accepted with probability `rate` (deterministic sequence)."""
+    rng = random.Random(1)
+    for _ in range(windows):
+        accepted = 0
+        while accepted < drafts and rng.random() < rate:
+            accepted += 1
+        c.observe_drafts(match_len, min(drafts, accepted + 1), accepted)
+
+
+def test_controller_expected_keep_matches_the_design():
+    c = E.LengthController()
+    feed_acceptance(c, 30, 0.7, windows=4000)
+    assert c.acceptance(E.LengthController.bucket(30), 0) == pytest.approx(0.7, abs=0.05)
+    # DESIGN.md: a = 0.7 gives E[keep] = 2.533 for T = 4 and 2.19 for T = 3
+    assert c.expected_keep(30, 3) == pytest.approx(2.533, abs=0.12)
+    assert c.expected_keep(30, 2) == pytest.approx(2.19, abs=0.08)
+
+
+def test_controller_drafts_long_when_rows_are_cheap_and_accepted():
+    c = E.LengthController()
+    for T in range(1, 17):
+        for _ in range(20):
+            c.observe_cost(T, 1000.0 + 60.0 * (T - 1))
+    feed_acceptance(c, 40, 0.95)
+    assert c.choose(40, 15) >= 10
+    assert c.choose(40, 3) == 3  # never more than the drafter has
+
+
+def test_controller_does_not_draft_when_rows_cost_a_full_window():
+    c = E.LengthController()
+    for T in range(1, 17):
+        for _ in range(20):
+            c.observe_cost(T, 1000.0 * T)
+    feed_acceptance(c, 5, 0.5)
+    choices = [c.choose(5, 15) for _ in range(64)]
+    assert choices.count(0) >= 62  # at most the occasional one-token exploration
+
+
+def test_controller_picks_the_cheap_middle_of_a_lumpy_cost_curve():
+    # MoE windows: T = 2 costs about what T = 1 does, every further row costs a lot
+    c = E.LengthController()
+    costs = {1: 1000.0, 2: 1050.0, **{T: 1000.0 + 900.0 * (T - 1) for T in range(3, 17)}}
+    for T, us in costs.items():
+        for _ in range(20):
+            c.observe_cost(T, us)
+    feed_acceptance(c, 10, 0.9)
+    assert c.choose(10, 15) == 1
+    assert c.cost(2) == pytest.approx(1050.0, rel=0.05)
+
+
+def test_controller_costs_are_robust_to_spikes():
+    c = E.LengthController()
+    for i in range(31):
+        c.observe_cost(1, 50000.0 if i % 5 == 0 else 1000.0)
+    assert c.cost(1) < 1100.0

@@ -53,10 +53,11 @@ def test_drafting_never_changes_output_on_the_engine(model_dir, sampling):
                                        document=doc, **sampling)
             assert res["tokens"] == ref["tokens"], (prompt[:5], drafter, k)
             assert eng.pos == len(prompt) + 47 and not eng.window_open
-            if doc:
-                # the oracle's drafts are right: long windows, mostly accepted
+            if doc and k:
+                # the oracle's drafts are right: long windows, mostly accepted (fixed lengths only:
+                # the adaptive controller's choice depends on measured time)
                 assert sum(w["n_accept"] for w in windows) >= 20
-                assert max(w["T"] for w in windows) >= (k or 4) + 1
+                assert max(w["T"] for w in windows) == k + 1
 
 
 def test_eos_and_context_limit_on_the_engine(model_dir):
