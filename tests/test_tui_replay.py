@@ -62,3 +62,28 @@ async def test_recorded_telemetry_reaches_the_panels_unchanged(recording):
         app.repaint_panels(force=True)
         await pilot.pause()
         assert app.screen.report_lines[0].startswith(f"recorded telemetry: {len(recorded)} windows")
+
+
+@asynctest
+async def test_replay_of_an_edit_session_never_touches_the_users_file(tmp_path):
+    from strata.edit import EditSession
+
+    target = tmp_path / "calc.py"
+    source = "def f(x):\n    return x + 1\n"
+    target.write_text(source)
+    store = SessionStore(tmp_path / "s.db")
+    session = EditSession(FakeGenerator(), target, store=store)
+    for _ in session.propose("replace x + 1 with x + 2"):
+        pass
+    session.accept()
+    edited = target.read_text()
+    recording = recording_from_store(store, session.session_id)
+    replay = Replay(FakeGenerator(), recording)
+    app = StrataApp(replay.generator, mode="replay", replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        msgs = app.screen.query_one(Transcript).messages()
+        assert msgs[0] == ("user", f"[{target}] replace x + 1 with x + 2")
+        assert msgs[1] == ("assistant", source.replace("x + 1", "x + 2"))
+        assert replay.report.identical
+    assert target.read_text() == edited
