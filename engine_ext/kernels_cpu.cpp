@@ -4,10 +4,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define STRATA_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define STRATA_AVX2 1
 #endif
 
 namespace strata {
@@ -143,6 +147,118 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
         int t = 0;
         for (; t + 4 <= T; t += 4)
             tile<2, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+        for (; t + 2 <= T; t += 2)
+            tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+        for (; t < T; ++t)
+            tile<2, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+    }
+    for (; r < r1; ++r)
+        for (int t = 0; t < T; ++t)
+            tile<1, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int n) {
+    float y;
+    tile<1, 1>(a, 0, b, 0, n, nullptr, &y, 0, 0);
+    return y;
+}
+
+#elif defined(STRATA_AVX2)
+
+// AVX2: 8-lane chunks; acc0 takes chunks 0,2,4.., acc1 chunks 1,3,5..; a leftover full chunk
+// goes to acc0, a zero-padded tail to acc1; result = hsum(acc0 + acc1) in one fixed order.
+namespace {
+
+static size_t kPrefetchBytes = [] {
+    const char* e = std::getenv("STRATA_PF");
+    return size_t(e ? std::atoi(e) : 8192);
+}();
+
+inline __m256 loadw(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 loadw(const uint16_t* p) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+template <typename WT>
+inline __m256 loadw_tail(const WT* p, int n) {
+    alignas(32) float tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) {
+        if constexpr (std::is_same<WT, float>::value)
+            tmp[i] = p[i];
+        else
+            tmp[i] = bf16_to_f32(p[i]);
+    }
+    return _mm256_load_ps(tmp);
+}
+inline float hsum(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    __m128 sh = _mm_movehl_ps(lo, lo);
+    lo = _mm_add_ps(lo, sh);
+    sh = _mm_shuffle_ps(lo, lo, 0x55);
+    return _mm_cvtss_f32(_mm_add_ss(lo, sh));
+}
+
+template <int RB, int TB, typename WT>
+inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const float* bias,
+                 float* Y, int ldy, int r) {
+    __m256 a0[RB][TB], a1[RB][TB];
+    for (int i = 0; i < RB; ++i)
+        for (int t = 0; t < TB; ++t) {
+            a0[i][t] = _mm256_setzero_ps();
+            a1[i][t] = _mm256_setzero_ps();
+        }
+    const WT* w[RB];
+    for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
+    const size_t pf = kPrefetchBytes / sizeof(WT);
+    int k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        for (int i = 0; i < RB; ++i) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), _MM_HINT_T0);
+        for (int i = 0; i < RB; ++i) {
+            __m256 wa = loadw(w[i] + k), wb = loadw(w[i] + k + 8);
+            for (int t = 0; t < TB; ++t) {
+                a0[i][t] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(X + size_t(t) * ldx + k), a0[i][t]);
+                a1[i][t] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(X + size_t(t) * ldx + k + 8), a1[i][t]);
+            }
+        }
+    }
+    if (k + 8 <= cols) {
+        for (int i = 0; i < RB; ++i) {
+            __m256 wa = loadw(w[i] + k);
+            for (int t = 0; t < TB; ++t)
+                a0[i][t] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(X + size_t(t) * ldx + k), a0[i][t]);
+        }
+        k += 8;
+    }
+    if (k < cols) {
+        int n = cols - k;
+        for (int i = 0; i < RB; ++i) {
+            __m256 wa = loadw_tail(w[i] + k, n);
+            for (int t = 0; t < TB; ++t)
+                a1[i][t] = _mm256_fmadd_ps(wa, loadw_tail(X + size_t(t) * ldx + k, n), a1[i][t]);
+        }
+    }
+    for (int i = 0; i < RB; ++i)
+        for (int t = 0; t < TB; ++t) {
+            float s = hsum(_mm256_add_ps(a0[i][t], a1[i][t]));
+            if (bias) s += bias[r + i];
+            Y[size_t(t) * ldy + r + i] = s;
+        }
+}
+
+template <typename WT>
+void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int cols,
+                    const float* bias, float* Y, int ldy, int r0, int r1) {
+    int r = r0;
+    if (T == 1) {
+        for (; r + 4 <= r1; r += 4) tile<4, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
+        for (; r < r1; ++r) tile<1, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
+        return;
+    }
+    for (; r + 2 <= r1; r += 2) {
+        int t = 0;
         for (; t + 2 <= T; t += 2)
             tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
         for (; t < T; ++t)
