@@ -21,7 +21,7 @@ constexpr double kPriorWeight = 2.0;      // in windows
 constexpr double kPositionWeight = 4.0;   // how strongly a position leans on its bucket's pool
 constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T=1 window
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
-constexpr int kExploreEvery = 32;         // a one-token draft every N windows that would not draft
+constexpr int kExploreEvery = 64;         // a one-token draft every N windows that would not draft
 constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own median is trusted
 constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
 

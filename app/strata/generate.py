@@ -87,8 +87,11 @@ class Generator:
 
     @classmethod
     def from_path(cls, path: str | os.PathLike, *, threads: int | None = None, fold: str = "eager",
-                  ctx: int | None = None, expert_cache=None, **engine_options: Any) -> "Generator":
+                  ctx: int | None = None, expert_cache=None, backend: str | None = None,
+                  **engine_options: Any) -> "Generator":
         """Load a Hugging Face checkpoint folder or a strata pack (with `expert_cache`)."""
+        if backend not in (None, "auto", "cpu"):
+            raise ModelError(f"backend {backend!r} is not available in this build (cpu)")
         folder = Path(path)
         opts = {k: v for k, v in dict(threads=threads, fold=fold, ctx=ctx).items() if v is not None}
         from . import pack as _pack
