@@ -87,3 +87,19 @@ async def test_replay_of_an_edit_session_never_touches_the_users_file(tmp_path):
         assert msgs[1] == ("assistant", source.replace("x + 1", "x + 2"))
         assert replay.report.identical
     assert target.read_text() == edited
+
+
+@asynctest
+async def test_replay_marks_replies_that_differ_from_the_recording(recording):
+    recording.turns[1].output = recording.turns[1].output.replace("again", "AGAIN")
+    replay = Replay(FakeGenerator(), recording)
+    app = StrataApp(replay.generator, mode="replay", replay=replay)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        from strata.tui.widgets.transcript import MessageBlock
+
+        replies = [b for b in app.screen.query(MessageBlock) if b.role == "assistant"]
+        assert [str(b.border_title) for b in replies][0] == "assistant \u00b7 identical"
+        assert "DIFFERENT at char" in str(replies[1].border_title)
+        assert replies[1].has_class("-different") and not replies[0].has_class("-different")
+        assert "outputs DIFFER from the recording" in app.screen.report_lines

@@ -12,10 +12,11 @@ from textual.widgets import Footer, Header, Input, Static
 
 from ...chat import ChatSession
 from ...errors import StrataError
+from ...generate import summarize
 from ..keymap import CHAT_KEYS, bindings
 from ..messages import GenerationFinished, SettingsChanged, StatusNote
 from ..widgets.settings_strip import SettingsStrip
-from ..widgets.transcript import Transcript
+from ..widgets.transcript import MessageBlock, Transcript
 from .base import EngineScreen, PanelsColumn
 
 
@@ -154,8 +155,15 @@ class ChatScreen(EngineScreen):
         self._status("generating\u2026 (Esc stops)")
         self.start_run(lambda stop: chat.send(text, settings, stop), transcript.append_text)
 
+    def _idle(self) -> bool:
+        """True when an engine action may start; else say why."""
+        if self.busy:
+            self.notify("a generation is running (Esc stops it)", severity="warning")
+            return False
+        return self.chat is not None
+
     def action_retry_turn(self) -> None:
-        if self.chat is None or self.busy:
+        if not self._idle():
             return
         if not self.chat.turns:
             self.notify("nothing to retry yet", severity="warning")
@@ -170,12 +178,12 @@ class ChatScreen(EngineScreen):
         self.start_run(lambda stop: chat.retry(settings, stop), transcript.append_text)
 
     def action_undo_turn(self) -> None:
-        if self.chat is None or self.busy:
+        if not self._idle():
             return
         self._undo()
 
     def action_save_session(self) -> None:
-        if self.chat is None or self.busy:
+        if not self._idle():
             return
         self._save()
 
@@ -197,9 +205,16 @@ class ChatScreen(EngineScreen):
             self._status(f"error: {text}", error=True)
             self.post_message(StatusNote(text, error=True))
             return
-        s = self.app.telemetry.summary()  # type: ignore[attr-defined]
-        self._status(f"{message.stop_reason or 'done'} \u00b7 {len(self.chat.turns)} turns "  # type: ignore[union-attr]
-                     f"\u00b7 {s.tokens_per_s:.1f} tok/s \u00b7 acceptance {s.acceptance:.0%}")
+        chat = self.chat
+        assert chat is not None
+        turn = summarize(chat.last_windows)
+        blocks = self.query(MessageBlock)
+        if blocks and blocks.last().role == "assistant":
+            blocks.last().border_subtitle = (
+                f"{turn.tokens} tokens \u00b7 {turn.tokens_per_window:.2f}/window \u00b7 "
+                f"drafts kept {turn.acceptance:.0%}")
+        self._status(f"{message.stop_reason or 'done'} \u00b7 turn {len(chat.turns)} \u00b7 "
+                     f"{turn.tokens_per_s:.1f} tok/s \u00b7 acceptance {turn.acceptance:.0%}")
         self.query_one("#prompt", Input).focus()
 
     def on_settings_changed(self, message: SettingsChanged) -> None:

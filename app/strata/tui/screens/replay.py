@@ -15,7 +15,7 @@ from ...replay import Replay, recorded_events
 from ...session_format import Recording
 from ..keymap import REPLAY_KEYS, bindings
 from ..messages import GenerationFinished, StatusNote
-from ..widgets.transcript import Transcript
+from ..widgets.transcript import MessageBlock, Transcript
 from .base import EngineScreen, PanelsColumn
 from .chat import describe_error
 
@@ -91,6 +91,19 @@ class ReplayScreen(EngineScreen):
                      f"{recording.kind}) \u00b7 Esc stops")
         self.start_run(flatten, self.query_one(Transcript).append_text)
 
+    def _mark_turns(self, replay: Replay) -> None:
+        """Title each replayed reply with its comparison against the recording."""
+        replies = [b for b in self.query(MessageBlock) if b.role == "assistant"]
+        for block, result in zip(replies, replay.report.turns):
+            if result.identical:
+                block.border_title = "assistant \u00b7 identical"
+            else:
+                block.border_title = f"assistant \u00b7 DIFFERENT at char {result.first_difference}"
+                block.add_class("-different")
+            r = result.replayed
+            block.border_subtitle = (f"{r.emitted} tokens \u00b7 {r.tokens_per_window:.2f}/window "
+                                     f"\u00b7 drafts kept {r.acceptance:.0%}")
+
     def _status(self, text: str, error: bool = False) -> None:
         status = self.query_one("#status", Static)
         status.update(text)
@@ -107,6 +120,7 @@ class ReplayScreen(EngineScreen):
             return
         replay = self.app.replay  # type: ignore[attr-defined]
         if isinstance(replay, Replay):
+            self._mark_turns(replay)
             self.report_lines = replay.report.lines()
             ok = replay.report.identical
             report = Text("\n".join(self.report_lines), style="green" if ok else "yellow")
