@@ -20,7 +20,7 @@ from ..widgets.settings_strip import SettingsStrip
 from .base import EngineScreen, PanelsColumn
 from .chat import describe_error
 
-# what each review action needs: the screen's phase, and whether a proposal/undo is possible
+# the edit screen's phases; review keys are live only in some (see check_action)
 PHASES = ("opening", "asking", "streaming", "review", "idle", "failed")
 
 
@@ -95,6 +95,7 @@ class EditScreen(EngineScreen):
 
     # -- phases ---------------------------------------------------------------------------
     def _set_phase(self, phase: str, status: str, error: bool = False) -> None:
+        assert phase in PHASES, phase
         self.phase = phase
         box = self.query_one("#instruction", Input)
         box.display = phase == "asking"
