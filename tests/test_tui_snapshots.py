@@ -1,14 +1,14 @@
 """SVG snapshots of the main screens (stored under tests/snapshots/, normalised for
-determinism). STRATA_UPDATE_SNAPSHOTS=1 rewrites them after an intended change of looks."""
+determinism), driven by the FrozenGenerator so that only a change of the TUI changes them.
+STRATA_UPDATE_SNAPSHOTS=1 rewrites them after an intended change of looks."""
 from __future__ import annotations
 
 import pytest
 from textual.widgets import Input
 
-from strata.fake import FakeGenerator
 from strata.tui.app import StrataApp
 
-from tui_helpers import assert_snapshot, asynctest, freeze_cursors, settle
+from tui_helpers import FrozenGenerator, assert_snapshot, asynctest, freeze_cursors, settle
 
 SIZE = (120, 36)
 
@@ -36,7 +36,7 @@ async def chat_with_two_turns(app, pilot) -> None:
 
 @asynctest
 async def test_snapshot_chat():
-    app = StrataApp(FakeGenerator())
+    app = StrataApp(FrozenGenerator())
     async with app.run_test(size=SIZE) as pilot:
         await chat_with_two_turns(app, pilot)
         assert_snapshot(app, "chat")
@@ -44,7 +44,7 @@ async def test_snapshot_chat():
 
 @asynctest
 async def test_snapshot_panels_numeric_heatmap():
-    app = StrataApp(FakeGenerator())
+    app = StrataApp(FrozenGenerator())
     async with app.run_test(size=SIZE) as pilot:
         await chat_with_two_turns(app, pilot)
         await pilot.press("f3")
@@ -56,7 +56,7 @@ async def test_snapshot_panels_numeric_heatmap():
 async def test_snapshot_edit_review(tmp_path):
     target = tmp_path / "calc.py"
     target.write_text(SOURCE)
-    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target,
+    app = StrataApp(FrozenGenerator(), mode="edit", edit_path=target,
                     instruction="replace x + 1 with x * 100")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -73,7 +73,7 @@ async def test_snapshot_edit_review(tmp_path):
 
 @asynctest
 async def test_snapshot_help():
-    app = StrataApp(FakeGenerator())
+    app = StrataApp(FrozenGenerator())
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("f1")
@@ -90,13 +90,13 @@ async def test_snapshot_replay_report(tmp_path):
     from strata.store import SessionStore
 
     store = SessionStore(tmp_path / "s.db")
-    chat = ChatSession(FakeGenerator(), store=store)
+    chat = ChatSession(FrozenGenerator(), store=store)
     for text in ("list the experts", "list the experts again"):
         for _ in chat.send(text):
             pass
     recording = recording_from_store(store, chat.session_id)
     recording.source = "demo session"                   # the id is random; show a stable name
-    replay = Replay(FakeGenerator(), recording, {"draft": "none"})
+    replay = Replay(FrozenGenerator(), recording, {"draft": "none"})
     app = StrataApp(replay.generator, mode="replay", replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -109,8 +109,8 @@ def test_modes_need_their_inputs():
     from strata.errors import UsageError
 
     with pytest.raises(UsageError, match="edit_path"):
-        StrataApp(FakeGenerator(), mode="edit")
+        StrataApp(FrozenGenerator(), mode="edit")
     with pytest.raises(UsageError, match="recording"):
-        StrataApp(FakeGenerator(), mode="replay")
+        StrataApp(FrozenGenerator(), mode="replay")
     with pytest.raises(UsageError, match="mode"):
-        StrataApp(FakeGenerator(), mode="bogus")
+        StrataApp(FrozenGenerator(), mode="bogus")
