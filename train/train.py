@@ -283,7 +283,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--ckpt-every", type=float, default=60.0)
     ap.add_argument("--compile", choices=("auto", "yes", "no"), default="no")
-    ap.add_argument("--init-from", type=Path, default=None, help="folder with ckpt_a/b to continue from")
+    ap.add_argument("--init-from", type=Path, default=None, help="folder with ckpt_a/b, or an exported model folder, to continue from")
     ap.add_argument("--eval", action="store_true", help="run train/evaluate.py at the end")
     ap.add_argument("--eval-per-kind", type=int, default=40)
     ap.add_argument("--eval-headers", type=int, default=200)
@@ -317,8 +317,13 @@ def main() -> None:
     rows, data_stats = prepare_data(args, tokenizer, log)
 
     patch_experts()
-    model = Qwen3NextForCausalLM(config).to(args.device)
-    if args.init_from:
+    if args.init_from and (args.init_from / "config.json").exists():
+        # continue from an exported Hugging Face folder (e.g. the shipped strata-tiny)
+        model = Qwen3NextForCausalLM.from_pretrained(args.init_from, dtype=torch.float32).to(args.device)
+        config = model.config
+    else:
+        model = Qwen3NextForCausalLM(config).to(args.device)
+    if args.init_from and not (args.init_from / "config.json").exists():
         load_checkpoint(model, args.init_from)
         log(f"initialised from {args.init_from}")
     n_params = sum(p.numel() for p in model.parameters())
