@@ -15,9 +15,14 @@ from strata.store import SessionStore
 from strata.tui.app import StrataApp
 from strata.tui.widgets.transcript import Transcript
 
-from tui_helpers import GatedGenerator, asynctest, settle
+from tui_helpers import GatedGenerator, asynctest, frozen_reply, settle
 
 SIZE = (130, 40)
+
+
+def fake(**kwargs) -> FakeGenerator:
+    """The shared fake engine, with the tests' own text (tui_helpers.frozen_reply)."""
+    return FakeGenerator(responder=frozen_reply, **kwargs)
 
 
 async def say(app, pilot, text: str) -> None:
@@ -34,7 +39,7 @@ def transcript(app) -> list[tuple[str, str]]:
 
 @asynctest
 async def test_chat_streams_replies_and_feeds_the_panels():
-    gen = FakeGenerator()
+    gen = fake()
     app = StrataApp(gen)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -42,8 +47,8 @@ async def test_chat_streams_replies_and_feeds_the_panels():
         await say(app, pilot, "hello there")
         msgs = transcript(app)
         assert [r for r, _ in msgs] == ["user", "assistant", "user", "assistant"]
-        assert msgs[1][1] == "You said: hello there\nThat was message 1 of this conversation."
-        assert msgs[3][1].endswith("message 2 of this conversation.")
+        assert msgs[1][1] == "You said: hello there\nThat was message 1."
+        assert [msgs[1][1], msgs[3][1]] == [t.output for t in app.screen.chat.turns]
         log = app.telemetry
         # every window of both turns reached the panels' model, none twice
         assert sum(w.emitted for w in log.windows) == len(gen.encode(msgs[1][1])) + 1 + \
@@ -58,7 +63,7 @@ async def test_chat_streams_replies_and_feeds_the_panels():
 
 @asynctest
 async def test_settings_strip_changes_apply_to_the_next_message():
-    app = StrataApp(FakeGenerator(), settings=GenerationSettings(max_draft=3))
+    app = StrataApp(fake(), settings=GenerationSettings(max_draft=3))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         strip = app.screen.query_one("#settings")
@@ -70,9 +75,8 @@ async def test_settings_strip_changes_apply_to_the_next_message():
         await say(app, pilot, "same words same words same words")
         windows = list(app.telemetry.windows)
         assert windows and all(w.n_drafted == 0 and w.T == 1 for w in windows)
-        # temperature > 0 with seed 7: the fake's sampled word for this seed
-        assert "(" in transcript(app)[1][1]
-        assert app.screen.chat.turns[0].settings["seed"] == 7
+        recorded = app.screen.chat.turns[0].settings   # the turn ran with the strip's settings
+        assert (recorded["draft"], recorded["temperature"], recorded["seed"]) == ("none", 0.8, 7)
         # an invalid field is refused and names itself; the settings stay as they were
         strip.query_one("#max-draft", Input).value = "99"
         await pilot.pause()
@@ -82,7 +86,7 @@ async def test_settings_strip_changes_apply_to_the_next_message():
 
 @asynctest
 async def test_undo_and_retry_roll_back_to_checkpoints():
-    gen = FakeGenerator()
+    gen = fake()
     app = StrataApp(gen)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -98,7 +102,7 @@ async def test_undo_and_retry_roll_back_to_checkpoints():
         await pilot.press("ctrl+r")
         await settle(app, pilot)
         msgs = transcript(app)
-        assert len(msgs) == 2 and msgs[1][1].startswith("You said: first")
+        assert len(msgs) == 2 and msgs[1][1] == "You said: first\nThat was message 1."
         assert gen.pos == pos_after_first          # the retried turn replaced the first
         await pilot.press("ctrl+z")
         await settle(app, pilot)
@@ -133,7 +137,7 @@ async def test_escape_stops_a_generation_after_its_current_window():
 @asynctest
 async def test_session_save_and_restore_through_the_store(tmp_path):
     store = SessionStore(tmp_path / "sessions.db")
-    gen = FakeGenerator()
+    gen = fake()
     app = StrataApp(gen, store=store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -148,7 +152,7 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
         assert any("saved" in note for note in app.notes)
     assert session_id and [t.input for t in store.turns(session_id)] == ["remember amber", "and basalt"]
 
-    gen2 = FakeGenerator()
+    gen2 = fake()
     app2 = StrataApp(gen2, store=store, session_id=session_id)
     async with app2.run_test(size=SIZE) as pilot:
         await settle(app2, pilot)
@@ -158,7 +162,7 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
         assert app2.settings.temperature == 0.5    # the saved settings, shown in the strip
         assert app2.screen.query_one("#temperature", Input).value == "0.5"
         await say(app2, pilot, "third")
-        assert transcript(app2)[-1][1].endswith("message 3 of this conversation.")
+        assert transcript(app2)[-1][1] == "You said: third\nThat was message 3."
         await pilot.press("ctrl+z")
         await settle(app2, pilot)
         assert gen2.pos == saved_pos               # checkpoint rollback after a resume
@@ -168,12 +172,12 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
 @asynctest
 async def test_a_session_of_another_model_is_refused_on_screen(tmp_path):
     store = SessionStore(tmp_path / "sessions.db")
-    app = StrataApp(FakeGenerator(), store=store)
+    app = StrataApp(fake(), store=store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await say(app, pilot, "hi")
         session_id = app.session_id
-    other = FakeGenerator(model_name="other-moe")
+    other = fake(model_name="other-moe")
     app2 = StrataApp(other, store=store, session_id=session_id)
     async with app2.run_test(size=SIZE) as pilot:
         await settle(app2, pilot)
@@ -184,7 +188,7 @@ async def test_a_session_of_another_model_is_refused_on_screen(tmp_path):
 
 @asynctest
 async def test_help_lists_every_binding_and_keys_are_remappable():
-    app = StrataApp(FakeGenerator(), keymap={"chat.undo": "f6"})
+    app = StrataApp(fake(), keymap={"chat.undo": "f6"})
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("f1")

@@ -11,9 +11,14 @@ from strata.tui.widgets.diff_view import DiffView
 
 import asyncio
 
-from tui_helpers import CountingGenerator, GatedGenerator, asynctest, settle
+from tui_helpers import CountingGenerator, GatedGenerator, asynctest, frozen_reply, settle
 
 SIZE = (130, 40)
+
+
+def fake(**kwargs) -> FakeGenerator:
+    """The shared fake engine, with the tests' own text (tui_helpers.frozen_reply)."""
+    return FakeGenerator(responder=frozen_reply, **kwargs)
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(24))
 
 
@@ -26,7 +31,7 @@ async def test_accept_writes_the_file_and_undo_restores_it(tmp_path):
     target = tmp_path / "calc.py"
     target.write_text(SOURCE)
     store = SessionStore(tmp_path / "s.db")
-    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target, store=store,
+    app = StrataApp(fake(), mode="edit", edit_path=target, store=store,
                     instruction="replace x + 1 with x * 100")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -56,7 +61,7 @@ async def test_accept_writes_the_file_and_undo_restores_it(tmp_path):
 async def test_reject_then_edit_again_with_a_new_instruction(tmp_path):
     target = tmp_path / "calc.py"
     target.write_text(SOURCE)
-    gen = CountingGenerator(FakeGenerator())
+    gen = CountingGenerator(fake())
     app = StrataApp(gen, mode="edit", edit_path=target)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -89,7 +94,7 @@ async def test_reject_then_edit_again_with_a_new_instruction(tmp_path):
 async def test_undo_is_refused_when_the_file_changed_on_disk(tmp_path):
     target = tmp_path / "calc.py"
     target.write_text(SOURCE)
-    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target,
+    app = StrataApp(fake(), mode="edit", edit_path=target,
                     instruction="replace x + 2 with x - 2")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -107,7 +112,7 @@ async def test_undo_is_refused_when_the_file_changed_on_disk(tmp_path):
 async def test_review_keys_do_nothing_outside_review_and_binary_files_are_refused(tmp_path):
     target = tmp_path / "blob.bin"
     target.write_bytes(b"\x00\x01binary")
-    app = StrataApp(FakeGenerator(), mode="edit", edit_path=target, instruction="anything")
+    app = StrataApp(fake(), mode="edit", edit_path=target, instruction="anything")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.screen.phase == "failed"
@@ -124,7 +129,7 @@ async def test_review_keys_do_nothing_outside_review_and_binary_files_are_refuse
 async def test_live_diff_while_the_rewrite_streams(tmp_path):
     target = tmp_path / "calc.py"
     target.write_text(SOURCE)
-    gen = GatedGenerator(FakeGenerator(), after=30)
+    gen = GatedGenerator(fake(), after=30)
     app = StrataApp(gen, mode="edit", edit_path=target, instruction="replace x + 1 with x * 100")
     async with app.run_test(size=SIZE) as pilot:
         assert await asyncio.get_running_loop().run_in_executor(None, gen.reached.wait, 30)

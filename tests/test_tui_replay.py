@@ -12,16 +12,21 @@ from strata.store import SessionStore
 from strata.tui.app import StrataApp
 from strata.tui.widgets.transcript import Transcript
 
-from tui_helpers import asynctest, settle
+from tui_helpers import asynctest, frozen_reply, settle
 
 SIZE = (130, 40)
+
+
+def fake(**kwargs) -> FakeGenerator:
+    """The shared fake engine, with the tests' own text (tui_helpers.frozen_reply)."""
+    return FakeGenerator(responder=frozen_reply, **kwargs)
 MESSAGES = ["alpha beta gamma", "alpha beta gamma again", "and delta"]
 
 
 @pytest.fixture
 def recording(tmp_path):
     store = SessionStore(tmp_path / "s.db")
-    chat = ChatSession(FakeGenerator(), store=store)
+    chat = ChatSession(fake(), store=store)
     for text in MESSAGES:
         for _ in chat.send(text):
             pass
@@ -30,7 +35,7 @@ def recording(tmp_path):
 
 @asynctest
 async def test_replay_with_drafting_off_is_identical_and_feeds_the_panels(recording):
-    replay = Replay(FakeGenerator(), recording, {"draft": "none"})
+    replay = Replay(fake(), recording, {"draft": "none"})
     app = StrataApp(replay.generator, mode="replay", replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -52,7 +57,7 @@ async def test_replay_with_drafting_off_is_identical_and_feeds_the_panels(record
 
 @asynctest
 async def test_recorded_telemetry_reaches_the_panels_unchanged(recording):
-    app = StrataApp(FakeGenerator(), mode="replay", replay=recording)
+    app = StrataApp(fake(), mode="replay", replay=recording)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         recorded = [s for i in sorted(recording.windows) for s in recording.windows[i]]
@@ -72,13 +77,13 @@ async def test_replay_of_an_edit_session_never_touches_the_users_file(tmp_path):
     source = "def f(x):\n    return x + 1\n"
     target.write_text(source)
     store = SessionStore(tmp_path / "s.db")
-    session = EditSession(FakeGenerator(), target, store=store)
+    session = EditSession(fake(), target, store=store)
     for _ in session.propose("replace x + 1 with x + 2"):
         pass
     session.accept()
     edited = target.read_text()
     recording = recording_from_store(store, session.session_id)
-    replay = Replay(FakeGenerator(), recording)
+    replay = Replay(fake(), recording)
     app = StrataApp(replay.generator, mode="replay", replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -92,7 +97,7 @@ async def test_replay_of_an_edit_session_never_touches_the_users_file(tmp_path):
 @asynctest
 async def test_replay_marks_replies_that_differ_from_the_recording(recording):
     recording.turns[1].output = recording.turns[1].output.replace("again", "AGAIN")
-    replay = Replay(FakeGenerator(), recording)
+    replay = Replay(fake(), recording)
     app = StrataApp(replay.generator, mode="replay", replay=replay)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)

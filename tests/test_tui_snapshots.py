@@ -32,6 +32,9 @@ async def chat_with_two_turns(app, pilot) -> None:
     app.repaint_panels(force=True)
     freeze_cursors(app)
     await pilot.pause()
+    # a picture of an error would pass as a snapshot too: check the state first
+    assert len(app.screen.chat.turns) == 2
+    assert "error" not in str(app.screen.query_one("#status").render())
 
 
 @asynctest
@@ -60,6 +63,7 @@ async def test_snapshot_edit_review(tmp_path):
                     instruction="replace x + 1 with x * 100")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
+        assert app.screen.phase == "review" and app.screen.query_one("#diff").hunk_count == 2
         await pilot.press("j")
         app.repaint_panels(force=True)
         freeze_cursors(app)
@@ -102,6 +106,7 @@ async def test_snapshot_replay_report(tmp_path):
         await settle(app, pilot)
         app.repaint_panels(force=True)
         await pilot.pause()
+        assert replay.report.identical
         assert_snapshot(app, "replay")
 
 

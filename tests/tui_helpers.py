@@ -120,6 +120,26 @@ class GatedGenerator:
         return gated()
 
 
+def frozen_reply(context: str, settings=None) -> str:
+    """What the test models write after `context`: an edit prompt gets the file with
+    `replace A with B` applied (else a comment line naming the instruction added on top); a
+    chat gets a reply quoting the last user message. Usable as FakeGenerator's responder, so
+    the tests fix the text while the fake supplies drafting and telemetry."""
+    import re
+
+    if context.endswith("<|rewrite|>"):
+        body = context[context.rfind("<|file|>") + 8:context.rfind("<|instruction|>")]
+        original = body.partition("\n")[2]
+        instruction = context[context.rfind("<|instruction|>") + 15:-len("<|rewrite|>")].strip()
+        m = re.fullmatch(r"replace (.+) with (.+)", instruction)
+        new = original.replace(m.group(1), m.group(2)) if m else f"# {instruction}\n{original}"
+        return new + "<|endoftext|>"
+    users = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", context, re.S)
+    if not users:  # not a prompt that asks for anything (e.g. a prefill-only file prefix)
+        return "<|endoftext|>"
+    return f"You said: {users[-1]}\nThat was message {len(users)}.<|im_end|>"
+
+
 class FrozenGenerator:
     """A complete `TextGenerator` whose text, drafting and telemetry are defined here, for the
     SVG snapshots: the pictures then change only when the TUI does (the shared FakeGenerator
@@ -169,21 +189,15 @@ class FrozenGenerator:
         self._tokens = list(json.loads(blob)["tokens"])
 
     def _reply(self, context: str) -> str:
-        import re
-        if context.endswith("<|rewrite|>"):
-            body = context[context.rfind("<|file|>") + 8:context.rfind("<|instruction|>")]
-            original = body.partition("\n")[2]
-            instruction = context[context.rfind("<|instruction|>") + 15:-len("<|rewrite|>")].strip()
-            m = re.fullmatch(r"replace (.+) with (.+)", instruction)
-            new = original.replace(m.group(1), m.group(2)) if m else f"# {instruction}\n{original}"
-            return new + "<|endoftext|>"
-        users = re.findall(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", context, re.S)
-        return f"You said: {users[-1]}\nThat was message {len(users)}.<|im_end|>"
+        return frozen_reply(context, None)
 
     def stream(self, prompt_ids, settings, should_stop=None):
         from strata.protocol import WindowEvent, WindowStats
 
         self._tokens += list(prompt_ids)
+        if settings.max_new == 0:  # prefill only
+            yield WindowEvent([], "", WindowStats(pos0=self.pos), True, "max_new")
+            return
         target = self.encode(self._reply(self.decode(self._tokens)))
         done = 0
         while True:
