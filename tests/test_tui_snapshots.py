@@ -52,6 +52,7 @@ async def test_snapshot_panels_numeric_heatmap():
         await chat_with_two_turns(app, pilot)
         await pilot.press("f3")
         await pilot.pause()
+        assert app.screen.query_one("#heatmap").numeric
         assert_snapshot(app, "panels_numeric")
 
 
@@ -83,6 +84,8 @@ async def test_snapshot_help():
         await pilot.press("f1")
         freeze_cursors(app)
         await pilot.pause()
+        from strata.tui.screens.help import HelpScreen
+        assert isinstance(app.screen, HelpScreen)
         assert_snapshot(app, "help")
 
 
