@@ -120,6 +120,8 @@ def build_pack(dst: str, args) -> str:
 
 
 def drop_cache(path: str) -> None:
+    if not hasattr(os, "posix_fadvise"):  # macOS: no per-file drop; reads are uncached anyway
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -150,7 +152,7 @@ def raw_read_rate(info: pack.PackInfo, threads: int, seconds: float) -> tuple[fl
             while time.monotonic() < stop:
                 off = ex["data_offset"] + r.randrange(n_blobs) * ex["stride"]
                 total[i] += os.preadv(fd, [buf], off)
-                if mode != "O_DIRECT":
+                if mode != "O_DIRECT" and hasattr(os, "posix_fadvise"):
                     os.posix_fadvise(fd, off, ex["stride"], os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)

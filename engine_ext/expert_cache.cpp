@@ -43,8 +43,11 @@ StreamingExpertStore::StreamingExpertStore(PackGeometry geo, StreamOptions opt)
     // One lazily committed mapping for all budget slots, advised for transparent huge pages:
     // first-touch faults of fresh slot memory otherwise cost as much as the disk read itself.
     arena_bytes_ = size_t(n_slots_) * size_t(g.stride);
-    void* a = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_NORESERVE
+    flags |= MAP_NORESERVE;
+#endif
+    void* a = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (a == MAP_FAILED) throw std::bad_alloc();
     arena_ = static_cast<uint8_t*>(a);
 #ifdef MADV_HUGEPAGE

@@ -139,8 +139,16 @@ PackFile::PackFile(PackGeometry geo, IoMode mode) : geo_(std::move(geo)), mode_(
         throw ModelError(geo_.path + ": truncated expert file (" + std::to_string(st.st_size) +
                          " of " + std::to_string(need) + " bytes)");
     }
-#ifdef O_DIRECT
+#if defined(O_DIRECT)
     if (mode_ == IoMode::Direct) direct_fd_ = ::open(geo_.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+#elif defined(F_NOCACHE)
+    if (mode_ == IoMode::Direct) {  // macOS: uncached reads are a per-descriptor flag
+        direct_fd_ = ::open(geo_.path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (direct_fd_ >= 0 && ::fcntl(direct_fd_, F_NOCACHE, 1) != 0) {
+            ::close(direct_fd_);
+            direct_fd_ = -1;
+        }
+    }
 #endif
     int max_layer = 0;
     for (int l : geo_.layers) max_layer = std::max(max_layer, l);

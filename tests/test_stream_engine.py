@@ -23,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 E, K, LAYERS = 16, 4, 3
 
 
-def _hf_checkpoint(folder, seed=0, experts=E):
+def _hf_checkpoint(folder, seed=0, experts=E, dtype=None):
     """A tiny qwen3_next (Gated DeltaNet + gated attention + MoE with a shared expert)."""
     cfg = transformers.Qwen3NextConfig(
         vocab_size=96, hidden_size=32, intermediate_size=48, moe_intermediate_size=24,
@@ -34,7 +34,7 @@ def _hf_checkpoint(folder, seed=0, experts=E):
         num_experts=experts, num_experts_per_tok=K, norm_topk_prob=True, decoder_sparse_step=1,
         mlp_only_layers=[], max_position_embeddings=256)
     torch.manual_seed(seed)
-    model = transformers.Qwen3NextForCausalLM(cfg).to(torch.bfloat16)
+    model = transformers.Qwen3NextForCausalLM(cfg).to(dtype or torch.bfloat16)
     with torch.no_grad():  # the default init is tiny; make routing and outputs non-trivial
         for name, p in model.named_parameters():
             if p.dim() >= 2:
@@ -104,6 +104,16 @@ def test_exact_at_every_cache_size(ckpt, packed, cache_slots, io_mode, eviction,
     t = eng.last_telemetry()
     assert t["cache_slots_total"] == store.slots
     assert len(t["union_per_layer"]) == LAYERS
+
+
+def test_f16_checkpoint_streams_as_f32_exactly(tmp_path):
+    src = _hf_checkpoint(tmp_path / "f16", seed=4, dtype=torch.float16)
+    dst = str(tmp_path / "f16.strata")
+    assert pack.convert(src, dst)["experts"]["dtype"] == "f32"
+    script = _script(seed=6, steps=5)
+    ref = _play(strata.load(src), script)
+    got = _play(strata.load(dst, expert_cache=K * pack.read_pack(dst).ex["stride"]), script)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got))
 
 
 def test_telemetry_counts_real_io(packed):
