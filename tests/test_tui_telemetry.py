@@ -228,3 +228,20 @@ def test_t_histogram_groups_many_window_sizes_in_power_of_two_ranges():
     assert t_hist_rows({1: 5, 4: 2}) == [("1", 5), ("4", 2)]
     many = {1: 42, 2: 9, 3: 6, 4: 4, 5: 2, 8: 2, 13: 2, 16: 19}
     assert t_hist_rows(many) == [("1", 42), ("2-3", 15), ("4-7", 6), ("8-15", 4), ("16-31", 19)]
+
+
+@pytest.mark.parametrize("shape,rows,cols", [((48, 512), 24, 44), ((8, 16), 8, 40), ((5, 7), 2, 3)])
+def test_heatmap_bins_are_the_means_of_their_cells(shape, rows, cols):
+    import numpy as np
+
+    from strata.tui.widgets.heatmap import bin_edges
+
+    rng = np.random.default_rng(0)
+    heat = rng.random(shape)
+    cold = {(int(rng.integers(shape[0])), int(rng.integers(shape[1]))) for _ in range(5)}
+    values, marks, lbins = binned(heat, cold, rows, cols)
+    ebins = bin_edges(shape[1], cols, stretch=True)
+    for i, (l0, l1) in enumerate(lbins):
+        for j, (e0, e1) in enumerate(ebins):
+            assert values[i, j] == pytest.approx(heat[l0:l1, e0:e1].mean())
+            assert marks[i, j] == any(l0 <= a < l1 and e0 <= b < e1 for a, b in cold)

@@ -49,6 +49,16 @@ def bin_edges(n: int, bins: int, stretch: bool = False) -> list[tuple[int, int]]
     return [(b * n // bins, (b + 1) * n // bins) for b in range(bins)]
 
 
+def _block_sums(grid: np.ndarray, lbins: list[tuple[int, int]], ebins: list[tuple[int, int]]
+                ) -> np.ndarray:
+    """Sum of `grid` over every (layer range x expert range), from 2-D prefix sums."""
+    prefix = np.zeros((grid.shape[0] + 1, grid.shape[1] + 1))
+    prefix[1:, 1:] = grid.cumsum(axis=0).cumsum(axis=1)
+    l0, l1 = (np.array(v)[:, None] for v in zip(*lbins))
+    e0, e1 = (np.array(v)[None, :] for v in zip(*ebins))
+    return prefix[l1, e1] - prefix[l0, e1] - prefix[l1, e0] + prefix[l0, e0]
+
+
 def binned(heat: np.ndarray, cold: set[tuple[int, int]], rows: int, cols: int
            ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Mean heat per (layer bin, expert bin), whether a bin holds a cold cell, and the layer
@@ -56,16 +66,16 @@ def binned(heat: np.ndarray, cold: set[tuple[int, int]], rows: int, cols: int
     n_layers, n_experts = heat.shape
     lbins = bin_edges(n_layers, rows)
     ebins = bin_edges(n_experts, cols, stretch=True)
-    values = np.zeros((len(lbins), len(ebins)))
-    marks = np.zeros((len(lbins), len(ebins)), dtype=bool)
-    cold_mask = np.zeros(heat.shape, dtype=bool)
+    if not lbins or not ebins:
+        return np.zeros((0, 0)), np.zeros((0, 0), dtype=bool), lbins
+    cold_mask = np.zeros(heat.shape)
     for layer, e in cold:
         if layer < n_layers and e < n_experts:
-            cold_mask[layer, e] = True
-    for i, (l0, l1) in enumerate(lbins):
-        for j, (e0, e1) in enumerate(ebins):
-            values[i, j] = heat[l0:l1, e0:e1].mean()
-            marks[i, j] = cold_mask[l0:l1, e0:e1].any()
+            cold_mask[layer, e] = 1.0
+    sizes = (np.array([b - a for a, b in lbins])[:, None] *
+             np.array([b - a for a, b in ebins])[None, :])
+    values = _block_sums(heat, lbins, ebins) / sizes
+    marks = _block_sums(cold_mask, lbins, ebins) > 0.5
     return values, marks, lbins
 
 
