@@ -147,24 +147,25 @@ def _flip(packed, tmp_path, layer, expert):
     return p
 
 
-def test_read_error_mid_window_leaves_engine_usable(ckpt, packed):
+@pytest.mark.parametrize("at", [3, 4])  # a drafted window, then a T=1 step
+def test_read_error_mid_window_leaves_engine_usable(ckpt, packed, at):
     script = _script(seed=2, steps=6)
     ref = _play(strata.load(ckpt), script)
     eng = pack.load_pack(packed, expert_cache=K * pack.read_pack(packed).ex["stride"])
-    _play(eng, script[:3])
+    _play(eng, script[:at])
     store = eng.expert_store
     for e in range(E):  # whatever the next window routes to in layer 1 fails once
         store.inject_read_error(1, e, 1)
-    toks, keep = script[3]
-    assert len(toks) > 1
+    toks, keep = script[at]
+    assert (len(toks) > 1) == (at == 3)
     with pytest.raises(ModelError, match=r"layer 1 expert \d+: read error"):
         eng.run(toks)
     assert not eng.window_open
     for e in range(E):
         store.inject_read_error(1, e, 0)
-    # the failed drafted window changed nothing: the rest of the script matches the reference
-    got = _play(eng, script[3:])
-    for a, b in zip(ref[3:], got):
+    # the failed window changed nothing: the rest of the script matches the reference
+    got = _play(eng, script[at:])
+    for a, b in zip(ref[at:], got):
         assert np.array_equal(a, b)
 
 
