@@ -245,3 +245,15 @@ def test_heatmap_bins_are_the_means_of_their_cells(shape, rows, cols):
         for j, (e0, e1) in enumerate(ebins):
             assert values[i, j] == pytest.approx(heat[l0:l1, e0:e1].mean())
             assert marks[i, j] == any(l0 <= a < l1 and e0 <= b < e1 for a, b in cold)
+
+
+def test_cache_panel_flags_approximate_routing():
+    from rich.console import Console
+
+    from strata.tui.widgets.panels import ColdMissPanel
+
+    log = TelemetryLog()
+    log.add(win(hits=3, cold_misses=1, cache_slots_used=4, cache_slots_total=8, approximate=True))
+    console = Console(width=60, record=True, file=io.StringIO())
+    console.print(ColdMissPanel(log).render_log(60))
+    assert "approximate routing" in console.export_text()
