@@ -358,10 +358,39 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
         for (int r = 0; r < j.W.rows; r += per) tasks.push_back({ji, r, std::min(j.W.rows, r + per)});
     }
     if (tasks.empty()) return;
+    // Inputs are read once per weight row: keep them 64-byte aligned with a stride of whole
+    // cache lines (unaligned rows make every vector load a split load). Copies are tiny (T rows).
+    std::vector<const float*> xs(jobs.size());
+    std::vector<int> lds(jobs.size());
+    size_t need = 0;
+    for (size_t ji = 0; ji < jobs.size(); ++ji) {
+        const auto& j = jobs[ji];
+        bool ok = (reinterpret_cast<uintptr_t>(j.X) % 64 == 0) && (j.T == 1 || j.ldx % 16 == 0);
+        if (!ok) need += size_t(j.T) * ((j.W.cols + 15) / 16 * 16) + 16;
+    }
+    thread_local std::vector<float> xbuf;
+    if (need > 0 && xbuf.size() < need + 16) xbuf.resize(need + 16);
+    float* base = xbuf.empty() ? nullptr : xbuf.data();
+    if (base) base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 / sizeof(float);
+    for (size_t ji = 0; ji < jobs.size(); ++ji) {
+        const auto& j = jobs[ji];
+        bool ok = (reinterpret_cast<uintptr_t>(j.X) % 64 == 0) && (j.T == 1 || j.ldx % 16 == 0);
+        if (ok) {
+            xs[ji] = j.X;
+            lds[ji] = j.ldx;
+            continue;
+        }
+        int ld = (j.W.cols + 15) / 16 * 16;
+        for (int t = 0; t < j.T; ++t)
+            std::memcpy(base + size_t(t) * ld, j.X + size_t(t) * j.ldx, sizeof(float) * j.W.cols);
+        xs[ji] = base;
+        lds[ji] = ld;
+        base += size_t(j.T) * ld;
+    }
     auto fn = [&](int i) {
         const Task& tk = tasks[i];
         const MatJob& j = jobs[tk.job];
-        matmul_range(j.X, j.T, j.ldx, j.W, j.bias, j.Y, j.ldy, tk.r0, tk.r1);
+        matmul_range(xs[tk.job], j.T, lds[tk.job], j.W, j.bias, j.Y, j.ldy, tk.r0, tk.r1);
     };
     if (nthreads == 1 || total <= 32768 || tasks.size() == 1) {
         for (int i = 0; i < int(tasks.size()); ++i) fn(i);

@@ -110,9 +110,14 @@ MatView WeightSource::mat(const std::string& name, int rows, int cols) {
     MatView v;
     v.rows = rows;
     v.cols = cols;
+    // owned copies are 64-byte aligned (whole cache lines per vector load)
+    auto alloc = [&](size_t nbytes) {
+        owned_.emplace_back(nbytes + 64);
+        uint8_t* q = owned_.back().data();
+        return q + (64 - reinterpret_cast<uintptr_t>(q) % 64) % 64;
+    };
     if (t.dtype == "F16") {
-        owned_.emplace_back(size_t(n) * 4);
-        float* dst = reinterpret_cast<float*>(owned_.back().data());
+        float* dst = reinterpret_cast<float*>(alloc(size_t(n) * 4));
         for (int64_t i = 0; i < n; ++i) {
             uint16_t h;
             std::memcpy(&h, p + 2 * i, 2);
@@ -123,10 +128,12 @@ MatView WeightSource::mat(const std::string& name, int rows, int cols) {
         return v;
     }
     v.dtype = t.dtype == "F32" ? DType::F32 : DType::BF16;
-    if (reinterpret_cast<uintptr_t>(p) % ds != 0) {  // misaligned data: keep an aligned copy
-        owned_.emplace_back(size_t(n) * ds);
-        std::memcpy(owned_.back().data(), p, size_t(n) * ds);
-        p = owned_.back().data();
+    if (reinterpret_cast<uintptr_t>(p) % 64 != 0) {
+        // Misaligned rows make every vector load a split load (~15% slower kernels): keep an
+        // aligned copy. Checkpoints written by strata (devmodel, packs) are aligned already.
+        uint8_t* q = alloc(size_t(n) * ds);
+        std::memcpy(q, p, size_t(n) * ds);
+        p = q;
     }
     v.data = p;
     return v;

@@ -173,6 +173,10 @@ def write_random_model(path, arch: str = "qwen3_next", seed: int = 0, *, preset:
     total = 0
     plus_one = spec["norm_plus_one"]
     for fn, shard in zip(names, shards):
+        # Matrices start on 64-byte boundaries of the file (the engine maps them in place):
+        # the header is padded to 64 bytes and tensors whose size is a multiple of 64 bytes go
+        # first (safetensors allows no holes between tensors).
+        shard = sorted(shard, key=lambda ns: (int(np.prod(ns[1])) * esize) % 64 != 0)
         header: dict = {"__metadata__": {"format": "pt"}}
         off = 0
         for name, shape in shard:
@@ -182,7 +186,7 @@ def write_random_model(path, arch: str = "qwen3_next", seed: int = 0, *, preset:
             weight_map[name] = fn
         total += off
         hb = json.dumps(header, separators=(",", ":")).encode()
-        hb += b" " * (-(8 + len(hb)) % 8)
+        hb += b" " * (-(8 + len(hb)) % 64)
         tmp = os.path.join(folder, fn + ".tmp")
         with open(tmp, "wb") as f:
             f.write(struct.pack("<Q", len(hb)))
