@@ -180,13 +180,14 @@ def store_cold_rate(info: pack.PackInfo, io_mode: str, threads: int, layers: int
 
 
 def run_engine(path: str, *, cache: str, io_mode: str, drafted: bool, windows: int, warmup: int,
-               readahead: bool = False, eviction: str = "lru", io_threads: int = 4, seed: int = 0) -> dict:
+               readahead: bool = False, eviction: str = "lru", io_threads: int = 4, seed: int = 0,
+               routing: str = "off") -> dict:
     info = pack.read_pack(path)
     drop_cache(info.experts_path)
     # prefault: first touch of fresh memory runs at 50-400 MiB/s on some VMs (slower than the
     # disk); touching the slots up front keeps that one-time cost out of the IO numbers
     eng = pack.load_pack(path, expert_cache=cache, io_mode=io_mode, readahead=readahead, eviction=eviction,
-                         io_threads=io_threads, prefault=True)
+                         io_threads=io_threads, prefault=True, routing=routing)
     rng = random.Random(seed)
     vocab = eng.vocab_size
     prompt = [rng.randrange(vocab) for _ in range(8)]
@@ -224,6 +225,7 @@ def run_engine(path: str, *, cache: str, io_mode: str, drafted: bool, windows: i
     looked = agg["hits"] + agg["cold_misses"]
     return {
         "cache": cache, "io_mode": eng.expert_store.io_mode, "drafted": drafted, "readahead": readahead,
+        "routing": routing, "approximate": pack.routing_is_approximate(pack.parse_routing(routing)),
         "eviction": eviction, "slots": slots, "wall_s": wall,
         "tok_s": agg["tokens"] / wall if wall else 0.0,
         "hit_rate": agg["hits"] / looked if looked else 0.0,
@@ -242,13 +244,14 @@ def fmt_row(r: dict) -> str:
     return (f"| {r['io_mode']:<17} | {r['cache']:>5} | {'T=4 drafted' if r['drafted'] else 'T=1':<11} | "
             f"{'on' if r['readahead'] else 'off':<3} | {r['eviction']} | {r['tok_s']:7.2f} | "
             f"{r['hit_rate'] * 100:5.1f}% | {r['bytes_per_token'] / mib:8.1f} | {r['read_rate'] / mib:7.0f} | "
-            f"{r['late_wait_share'] * 100:5.1f}% | {r['union_per_layer']:5.1f} | {r['extra_cold_per_window']:6.1f} |")
+            f"{r['late_wait_share'] * 100:5.1f}% | {r['union_per_layer']:5.1f} | {r['extra_cold_per_window']:6.1f} | "
+            f"{r['routing']}{' (approx.)' if r['approximate'] else ''} |")
 
 
 HEADER = ("| IO mode           | cache | window      | RA  | evict | tok/s   | hits   | MiB/token | MiB/s   "
-          "| wait  | union | xcold  |\n"
+          "| wait  | union | xcold  | routing |\n"
           "|-------------------|-------|-------------|-----|-------|---------|--------|-----------|---------"
-          "|-------|-------|--------|")
+          "|-------|-------|--------|---------|")
 
 
 def main(argv=None) -> int:
@@ -266,6 +269,8 @@ def main(argv=None) -> int:
     ap.add_argument("--caches", default="0.10,0.25,0.50,1.0")
     ap.add_argument("--modes", default="direct,page_cache")
     ap.add_argument("--quick", action="store_true", help="a small pack and few windows (smoke test)")
+    ap.add_argument("--extras-only", action="store_true",
+                    help="only the read-ahead / LFU / MoCE rows at 25 %% (skip the cache x mode matrix)")
     ap.add_argument("--keep", action="store_true", help="keep the pack afterwards")
     ap.add_argument("--out", default=None, help="write every result as JSON here")
     args = ap.parse_args(argv)
@@ -289,14 +294,21 @@ def main(argv=None) -> int:
                   f"{cold / raw * 100:.0f}% of raw", flush=True)
         print(HEADER, flush=True)
         configs = []
-        for mode in args.modes.split(","):
+        for mode in ([] if args.extras_only else args.modes.split(",")):
             for c in args.caches.split(","):
                 for drafted in (False, True):
                     configs.append(dict(cache=c, io_mode=mode, drafted=drafted))
         configs += [dict(cache="0.25", io_mode="direct", drafted=False, readahead=True),
                     dict(cache="0.25", io_mode="direct", drafted=True, readahead=True),
                     dict(cache="0.25", io_mode="direct", drafted=False, eviction="lfu"),
-                    dict(cache="0.25", io_mode="direct", drafted=True, eviction="lfu")]
+                    dict(cache="0.25", io_mode="direct", drafted=True, eviction="lfu"),
+                    # cache-aware routing (approximate): compare with the plain 25 % rows
+                    dict(cache="0.25", io_mode="direct", drafted=False, routing="protect=2,bonus=2"),
+                    dict(cache="0.25", io_mode="direct", drafted=True, routing="protect=2,bonus=2"),
+                    dict(cache="0.25", io_mode="direct", drafted=True, routing="hard-budget")]
+        if args.extras_only:
+            configs[:0] = [dict(cache="0.25", io_mode="direct", drafted=False),
+                           dict(cache="0.25", io_mode="direct", drafted=True)]
         for c in configs:
             r = run_engine(path, windows=args.windows, warmup=args.warmup, io_threads=args.io_threads, **c)
             results["runs"].append(r)

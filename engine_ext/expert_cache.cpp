@@ -202,45 +202,52 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
             throw ModelError("layer " + std::to_string(layer) + ": expert " + std::to_string(e) +
                              " out of range (pack has " + std::to_string(E_) + ")");
     std::unordered_set<int> root(root_experts.begin(), root_experts.end());
-    std::vector<int> mine;
-    mine.reserve(experts.size());
+    std::vector<int> mine(experts.size(), -1);
     std::unique_lock<std::mutex> lk(m_);
     ++tick_;
     ++layer_tick_[size_t(ord)];
-    for (int e : experts) {
-        const int key = ord * E_ + e;
-        int i = where_[size_t(key)];
-        if (i >= 0 && slots_[size_t(i)]->state == State::Failed && slots_[size_t(i)]->pins == 0) {
-            evict_locked(*slots_[size_t(i)]);  // retry a read that failed earlier
-            i = -1;
-        }
-        bool cold;
-        if (i < 0) {
-            i = assign_locked(key, false);
-            submit_load_locked(i, IoPool::Urgent);
-            ++c_.urgent_loads;
-            cold = true;
-        } else {
-            Slot& s = *slots_[size_t(i)];
-            cold = s.state != State::Ready;
-            if (s.prefetched && !s.used) ++c_.prefetch_used;
-            if (s.state == State::Loading && !s.claimed) {
-                submit_load_locked(i, IoPool::Urgent);  // jump the read-ahead queue
-                ++c_.urgent_loads;
-            }
-        }
+    auto pin = [&](size_t k, int i, bool cold) {
         Slot& s = *slots_[size_t(i)];
         s.pins++;
         s.used = true;
         s.last_use = tick_;
-        touch_locked(key);
+        touch_locked(ord * E_ + experts[k]);
         if (cold) {
             ++c_.cold_misses;
-            if (!root.count(e)) ++c_.extra_cold;
+            if (!root.count(experts[k])) ++c_.extra_cold;
         } else {
             ++c_.hits;
         }
-        mine.push_back(i);
+        mine[k] = i;
+    };
+    // Pass 1 pins everything already resident or in flight, so that pass 2's evictions for the
+    // missing experts can never take one that this same layer needs.
+    for (size_t k = 0; k < experts.size(); ++k) {
+        const int key = ord * E_ + experts[k];
+        const int i = where_[size_t(key)];
+        if (i < 0) continue;
+        Slot& s = *slots_[size_t(i)];
+        if (s.state == State::Failed) {
+            if (s.pins == 0) evict_locked(s);  // retry a read that failed earlier
+            continue;
+        }
+        if (s.prefetched && !s.used) ++c_.prefetch_used;
+        if (s.state == State::Loading && !s.claimed) {
+            submit_load_locked(i, IoPool::Urgent);  // jump the read-ahead queue
+            ++c_.urgent_loads;
+        }
+        pin(k, i, s.state != State::Ready);
+    }
+    for (size_t k = 0; k < experts.size(); ++k) {
+        if (mine[k] >= 0) continue;
+        const int key = ord * E_ + experts[k];
+        int i = where_[size_t(key)];
+        if (i < 0) {  // (a duplicate id in `experts` may have been assigned just above)
+            i = assign_locked(key, false);
+            submit_load_locked(i, IoPool::Urgent);
+            ++c_.urgent_loads;
+        }
+        pin(k, i, true);
     }
     auto pending = [&] {
         for (int i : mine)
