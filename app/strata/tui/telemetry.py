@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -145,9 +146,13 @@ class TelemetryLog:
         self.version = 0            # bumps on every change; panels repaint only when it moved
 
     def add(self, stats: WindowStats) -> None:
+        self.heat.add(stats)
+        if stats.experts or stats.union_per_layer:
+            # the heatmap has taken what it needs; a long session keeps only the counters
+            # (a 48-layer window's expert lists are ~15 KB)
+            stats = replace(stats, experts=[], union_per_layer=[])
         self.windows.append(stats)
         self.recent.append(stats)
-        self.heat.add(stats)
         self.version += 1
 
     def extend(self, stats: Iterable[WindowStats]) -> None:
