@@ -29,6 +29,7 @@ CHAT_MESSAGES = (
     "Write a Python function that adds two numbers, with a docstring.",
 )
 EDIT_SOURCE = '''"""Small arithmetic helpers."""
+import os
 
 
 def add(a, b):
@@ -41,15 +42,9 @@ def sub(a, b):
 
 def mul(a, b):
     return a * b
-
-
-def total(values):
-    result = 0
-    for v in values:
-        result = add(result, v)
-    return result
 '''
-EDIT_INSTRUCTION = "Rename `add` to `add_numbers`."
+# an edit kind strata-tiny gets right most often (see its model card)
+EDIT_INSTRUCTION = "Add `import math`."
 
 
 async def settle(app, pilot) -> None:
