@@ -4,9 +4,11 @@
 Builds a synthetic MoE pack of several GB on disk (random weights, realistic shape: many layers,
 >= 128 experts, top-k 8), then in one run measures:
 
-  * the raw uncached read rate of that disk: O_DIRECT reads of the same file with the same block
-    size (one expert blob) and the same number of threads as strata's IO pool;
-  * strata's cold-read throughput (whole layers loaded through the store, nothing cached);
+  * the raw uncached read rate of that disk (O_DIRECT reads of the same file, same block size =
+    one expert blob, same blobs, same number of threads as strata's IO pool; measured before and
+    after strata, averaged) against strata's cold-read rate through the store, for two patterns:
+    whole layers in file order, and per-token unions (top-k random experts per layer, one layer
+    at a time as the engine asks);
   * the engine decoding over the pack at expert caches of 10/25/50/100 % of the expert bytes,
     for T=1 windows and for drafted windows (root + 3 random drafts, keep drawn with a 0.7
     per-draft acceptance), in both IO modes: tokens/s, hit rate, bytes read per token, achieved
@@ -130,29 +132,37 @@ def drop_cache(path: str) -> None:
         os.close(fd)
 
 
-def raw_read_rate(info: pack.PackInfo, threads: int, seconds: float) -> tuple[float, str]:
-    """O_DIRECT random reads of whole blobs (same file, block size and threads as the store)."""
-    ex = info.ex
-    n_blobs = ex["num_layers"] * ex["num_experts"]
-    drop_cache(info.experts_path)
-    total = [0] * threads
-    mode = "O_DIRECT"
+def _direct_ok(path: str) -> bool:
     try:
-        os.close(os.open(info.experts_path, os.O_RDONLY | os.O_DIRECT))
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+        return True
     except (OSError, AttributeError):
-        mode = "buffered+DONTNEED"
-    stop = time.monotonic() + seconds
+        return False
+
+
+def raw_read_rate(info: pack.PackInfo, blobs: list[int], threads: int) -> float:
+    """Uncached reads of exactly these blobs (whole stride each) by `threads` threads pulling from
+    one queue: the disk's rate for strata's block size, file and access pattern."""
+    ex = info.ex
+    drop_cache(info.experts_path)
+    direct = _direct_ok(info.experts_path)
+    nxt = [0]
+    lock = threading.Lock()
+    total = [0] * threads
 
     def worker(i: int) -> None:
-        flags = os.O_RDONLY | (os.O_DIRECT if mode == "O_DIRECT" else 0)
-        fd = os.open(info.experts_path, flags)
+        fd = os.open(info.experts_path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
         buf = mmap.mmap(-1, ex["stride"])  # page-aligned
-        r = random.Random(i)
         try:
-            while time.monotonic() < stop:
-                off = ex["data_offset"] + r.randrange(n_blobs) * ex["stride"]
+            while True:
+                with lock:
+                    j = nxt[0]
+                    nxt[0] += 1
+                if j >= len(blobs):
+                    return
+                off = ex["data_offset"] + blobs[j] * ex["stride"]
                 total[i] += os.preadv(fd, [buf], off)
-                if mode != "O_DIRECT" and hasattr(os, "posix_fadvise"):
+                if not direct and hasattr(os, "posix_fadvise"):
                     os.posix_fadvise(fd, off, ex["stride"], os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -163,20 +173,42 @@ def raw_read_rate(info: pack.PackInfo, threads: int, seconds: float) -> tuple[fl
         t.start()
     for t in ts:
         t.join()
-    return sum(total) / (time.monotonic() - t0), mode
+    return sum(total) / (time.monotonic() - t0)
 
 
-def store_cold_rate(info: pack.PackInfo, io_mode: str, threads: int, layers: int) -> float:
-    """strata's own cold-read throughput: whole layers through the store, nothing cached."""
+def store_read_rate(info: pack.PackInfo, groups: list[tuple[int, list[int]]], io_mode: str,
+                    threads: int) -> float:
+    """strata's cold-read rate through the store: each (pack layer, experts) group is one layer's
+    acquire (all of it in flight, then wait), nothing cached beforehand."""
     ex = info.ex
     drop_cache(info.experts_path)
     st = pack.open_expert_store(info, cache_bytes=ex["num_experts"] * ex["stride"], io_mode=io_mode,
                                 io_threads=threads, prefault=True)
     t0 = time.monotonic()
-    for li in range(layers):
-        st.acquire_release(ex["layers"][li], list(range(ex["num_experts"])), [])
+    for ordinal, experts in groups:
+        st.acquire_release(ex["layers"][ordinal], experts, [])
     dt = time.monotonic() - t0
     return st.drain_telemetry()["bytes_read"] / dt
+
+
+def read_rates(info: pack.PackInfo, threads: int, modes: list[str], top_k: int, quick: bool) -> dict:
+    """Raw vs strata on two access patterns, raw measured before and after (mean) to damp noise:
+    whole layers in file order, and per-token unions (top-k random experts per layer)."""
+    ex = info.ex
+    L, E = ex["num_layers"], ex["num_experts"]
+    rng = random.Random(1)
+    seq = [(o, list(range(E))) for o in range(min(L, 4))]
+    tokens = 2 if quick else 8
+    rnd = [(o, sorted(rng.sample(range(E), top_k))) for _ in range(tokens) for o in range(L)]
+    out = {}
+    for name, groups in (("layers", seq), ("token_unions", rnd)):
+        blobs = [o * E + e for o, experts in groups for e in experts]
+        raw1 = raw_read_rate(info, blobs, threads)
+        rates = {m: store_read_rate(info, groups, m, threads) for m in modes}
+        raw2 = raw_read_rate(info, blobs, threads)
+        out[name] = {"raw": (raw1 + raw2) / 2, "raw_runs": [raw1, raw2], **rates}
+    out["raw_mode"] = "O_DIRECT" if _direct_ok(info.experts_path) else "buffered+DONTNEED"
+    return out
 
 
 def run_engine(path: str, *, cache: str, io_mode: str, drafted: bool, windows: int, warmup: int,
@@ -283,15 +315,16 @@ def main(argv=None) -> int:
         if not pack.is_pack(path):
             build_pack(path, args)
         info = pack.read_pack(path)
-        raw, raw_mode = raw_read_rate(info, args.io_threads, 2.0 if args.quick else 4.0)
-        results["raw_read_rate"] = raw
-        print(f"raw uncached read rate ({raw_mode}, {args.io_threads} threads, "
-              f"{pack.human_bytes(info.ex['stride'])} blocks): {raw / (1 << 20):.0f} MiB/s", flush=True)
-        for mode in args.modes.split(","):
-            cold = store_cold_rate(info, mode, args.io_threads, min(args.layers, 4))
-            results[f"cold_rate_{mode}"] = cold
-            print(f"strata cold-read throughput ({mode}): {cold / (1 << 20):.0f} MiB/s = "
-                  f"{cold / raw * 100:.0f}% of raw", flush=True)
+        rates = read_rates(info, args.io_threads, args.modes.split(","), args.top_k, args.quick)
+        results["read_rates"] = rates
+        mib = 1 << 20
+        for name, what in (("layers", "whole layers, file order"),
+                           ("token_unions", f"per-layer top-{args.top_k} unions, random")):
+            r = rates[name]
+            line = ", ".join(f"{m} {r[m] / mib:.0f} MiB/s = {r[m] / r['raw'] * 100:.0f}%"
+                             for m in args.modes.split(","))
+            print(f"cold reads, {what}: raw {rates['raw_mode']} {r['raw'] / mib:.0f} MiB/s "
+                  f"(runs {r['raw_runs'][0] / mib:.0f}/{r['raw_runs'][1] / mib:.0f}); strata {line}", flush=True)
         print(HEADER, flush=True)
         configs = []
         for mode in ([] if args.extras_only else args.modes.split(",")):
