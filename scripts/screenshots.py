@@ -24,9 +24,11 @@ import tempfile
 from pathlib import Path
 
 SIZE = (140, 44)
+# strata-tiny is a code model (not trained on conversations): ask for code, and ask twice, so
+# the second reply shows suffix drafting over the first
 CHAT_MESSAGES = (
-    "Write a Python function that adds two numbers.",
-    "Write a Python function that adds two numbers, with a docstring.",
+    "def fibonacci(n):",
+    "def fibonacci(n):",
 )
 EDIT_SOURCE = '''"""Small arithmetic helpers."""
 import os
