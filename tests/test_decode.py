@@ -290,3 +290,24 @@ def test_controller_costs_are_robust_to_spikes():
     for i in range(31):
         c.observe_cost(1, 50000.0 if i % 5 == 0 else 1000.0)
     assert c.cost(1) < 1100.0
+
+
+def test_ctrl_c_between_windows_leaves_a_committed_state():
+    import os
+    import signal
+    import threading
+
+    lm = model(cost_us_base=3000.0)  # 3 ms windows: the signal lands mid-generation
+    dec = E.Decoder(lm)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dec.generate(list(range(20)), max_new=1000, drafter="suffix")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert not lm.window_open and lm.pos + 1 == len(dec.history)
+    assert 20 < len(dec.history) < 20 + 1000
+    dec.generate([], max_new=3)  # continues from there
