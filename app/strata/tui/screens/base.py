@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Callable, Iterator
 
 from textual import work
@@ -20,6 +21,7 @@ from ..widgets.panels import AcceptancePanel, ColdMissPanel
 
 EventSource = Callable[[Callable[[], bool]], Iterator[WindowEvent]]
 _run_ids = itertools.count(1)
+TEXT_BATCH_S = 0.03
 
 
 class PanelsColumn(VerticalScroll):
@@ -80,11 +82,29 @@ class EngineScreen(Screen):
             # Esc, or the app closing (Textual cancels its workers; a thread must notice itself)
             return self._stop.is_set() or worker.is_cancelled
 
+        # Text goes to the UI through call_from_thread, which waits for the UI thread; with a
+        # fast engine that wait would dominate, so windows closer together than TEXT_BATCH_S
+        # share one call (a slow engine still shows every window as it lands).
+        pending: list[str] = []
+        last_flush = time.monotonic()
+
+        def flush() -> None:
+            nonlocal last_flush
+            if pending:
+                text = "".join(pending)
+                pending.clear()
+                self.app.call_from_thread(sink, text)
+            last_flush = time.monotonic()
+
         try:
             for event in source(should_stop):
                 if event.text:
                     parts.append(event.text)
-                    self.app.call_from_thread(sink, event.text)
+                    pending.append(event.text)
+                # a finished event ends a turn (a replay runs several): its text must land
+                # before the next turn's blocks appear
+                if event.finished or time.monotonic() - last_flush >= TEXT_BATCH_S:
+                    flush()
                 # a closing event without tokens carries no window; an event with T == 0 but
                 # tokens (the token the prefill produced) still counts its tokens and IO
                 if event.stats.T or event.tokens:
@@ -92,7 +112,12 @@ class EngineScreen(Screen):
                     self.post_message(TelemetryUpdate(run_id, windows, len(windows)))
                 if event.finished:
                     stop_reason = event.stop_reason
+            flush()
         except Exception as exc:  # noqa: BLE001 - reported on screen, never on fd 2
+            try:
+                flush()
+            except Exception:  # noqa: BLE001 - the app is closing; the error below says why
+                pass
             self.post_message(GenerationFinished(run_id, "".join(parts), stop_reason, exc))
             return
         self.post_message(GenerationFinished(run_id, "".join(parts), stop_reason))
