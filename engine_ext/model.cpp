@@ -196,8 +196,8 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors,
     : spec_(spec),
       opt_(opt),
       src_(std::make_shared<WeightSource>(tensors)),
-      pool_(opt.threads > 0 ? opt.threads
-                            : std::max(1, int(std::thread::hardware_concurrency()))) {
+      be_(make_backend(opt.backend, opt.threads > 0 ? opt.threads
+                                                  : std::max(1, int(std::thread::hardware_concurrency())))) {
     const ModelSpec& s = spec_;
     if (s.vocab <= 0 || s.hidden <= 0 || s.n_layers <= 0 || int(s.layer_linear.size()) != s.n_layers ||
         int(s.layer_moe.size()) != s.n_layers)
@@ -336,7 +336,7 @@ void Engine::attn_block(Layer& L, int /*li*/, const float* h, int n, int64_t p0,
     std::vector<MatJob> jobs = {{h, n, s.hidden, A.q.w, A.q.b(), P.data(), W},
                                 {h, n, s.hidden, A.k.w, A.k.b(), P.data() + qw, W},
                                 {h, n, s.hidden, A.v.w, A.v.b(), P.data() + qw + kw, W}};
-    matmul_jobs(pool_, jobs);
+    be_->matmul(jobs);
     ensure_cells(A, p0 + n);
     int half = s.rot_dim / 2;
     std::vector<float> Q(size_t(n) * nh * hd), G(s.attn_gated ? size_t(n) * nh * hd : 0);
@@ -405,10 +405,10 @@ void Engine::attn_block(Layer& L, int /*li*/, const float* h, int n, int64_t p0,
         }
     };
     if (int64_t(n) * nh * (p0 + n) * hd > 20000)
-        pool_.parallel_for(n * nh, task);
+        be_->parallel_for(n * nh, task);
     else
         for (int i = 0; i < n * nh; ++i) task(i);
-    matmul_jobs(pool_, {{O.data(), n, nh * hd, A.o.w, A.o.b(), out, s.hidden}});
+    be_->matmul({{O.data(), n, nh * hd, A.o.w, A.o.b(), out, s.hidden}});
 }
 
 void Engine::gdn_step(const float* Sin, float* S, const float* q, const float* k, const float* v,
@@ -454,7 +454,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
     if (s.gdn_fused) {
         std::vector<float> raw(size_t(n) * W);
         int W1 = 2 * key_dim_ + 2 * value_dim_;
-        matmul_jobs(pool_, {{h, n, s.hidden, G.qkvz.w, nullptr, raw.data(), W},
+        be_->matmul({{h, n, s.hidden, G.qkvz.w, nullptr, raw.data(), W},
                             {h, n, s.hidden, G.ba.w, nullptr, raw.data() + W1, W}});
         for (int t = 0; t < n; ++t) {
             const float* src = raw.data() + size_t(t) * W;
@@ -462,7 +462,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
             for (int c = 0; c < W; ++c) dst[c] = src[G.perm[c]];
         }
     } else {
-        matmul_jobs(pool_, {{h, n, s.hidden, G.qkv.w, nullptr, P.data(), W},
+        be_->matmul({{h, n, s.hidden, G.qkv.w, nullptr, P.data(), W},
                             {h, n, s.hidden, G.z.w, nullptr, P.data() + conv_dim_, W},
                             {h, n, s.hidden, G.b.w, nullptr, P.data() + conv_dim_ + value_dim_, W},
                             {h, n, s.hidden, G.a.w, nullptr, P.data() + conv_dim_ + value_dim_ + nv, W}});
@@ -550,7 +550,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
                      bet[size_t(t) * nv + hh], O.data() + size_t(t) * value_dim_ + size_t(hh) * dv);
     };
     if (int64_t(nv) * dk * dv * n > 16384)
-        pool_.parallel_for(nv, head);
+        be_->parallel_for(nv, head);
     else
         for (int hh = 0; hh < nv; ++hh) head(hh);
     // gated RMSNorm per head: norm(o) * w * silu(z)
@@ -562,7 +562,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
             for (int j = 0; j < dv; ++j) o[j] = o[j] * silu(z[size_t(hh) * dv + j]);
         }
     }
-    matmul_jobs(pool_, {{O.data(), n, value_dim_, G.out.w, nullptr, out, s.hidden}});
+    be_->matmul({{O.data(), n, value_dim_, G.out.w, nullptr, out, s.hidden}});
 }
 
 void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
@@ -571,10 +571,10 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
     if (!L.moe) {
         int I = s.inter;
         std::vector<float> g(size_t(n) * I), u(size_t(n) * I);
-        matmul_jobs(pool_, {{h, n, H, L.mlp.gate.w, nullptr, g.data(), I},
+        be_->matmul({{h, n, H, L.mlp.gate.w, nullptr, g.data(), I},
                             {h, n, H, L.mlp.up.w, nullptr, u.data(), I}});
         for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * u[i];
-        matmul_jobs(pool_, {{g.data(), n, I, L.mlp.down.w, nullptr, out, H}});
+        be_->matmul({{g.data(), n, I, L.mlp.down.w, nullptr, out, H}});
         return;
     }
     const int E = s.n_experts, k = s.top_k, SI = s.shared_inter;
@@ -585,7 +585,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
         jobs.push_back({h, n, H, L.mlp.up.w, nullptr, shu.data(), SI});
         jobs.push_back({h, n, H, L.shared_gate.w, nullptr, sg.data(), 1});
     }
-    matmul_jobs(pool_, jobs);
+    be_->matmul(jobs);
     std::vector<int> idx(size_t(n) * k);
     std::vector<float> wts(size_t(n) * k);
     if (routing_.approximate()) {
@@ -614,7 +614,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
             if (!layers_[nl].moe) continue;
             const int pn = routing_.root_only_readahead ? 1 : n;
             std::vector<float> nlog(size_t(pn) * E);
-            matmul_jobs(pool_, {{h, pn, H, layers_[nl].router.w, nullptr, nlog.data(), E}});
+            be_->matmul({{h, pn, H, layers_[nl].router.w, nullptr, nlog.data(), E}});
             std::vector<int> pi(size_t(pn) * k);
             std::vector<float> pw(size_t(pn) * k);
             for (int t = 0; t < pn; ++t)
@@ -664,7 +664,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
         j1.push_back({xu, count[u], H, views[u].up, nullptr, gu + I, 2 * I});
     }
     try {
-        matmul_jobs(pool_, j1);
+        be_->matmul(j1);
         for (int sl = 0; sl < NS; ++sl) {
             float* gu = GU.data() + size_t(sl) * 2 * I;
             for (int i = 0; i < I; ++i) gu[i] = silu(gu[i]) * gu[I + i];
@@ -672,7 +672,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
         for (int u = 0; u < U; ++u)
             j2.push_back({GU.data() + size_t(start[u]) * 2 * I, count[u], 2 * I, views[u].down, nullptr,
                           D.data() + size_t(start[u]) * H, H});
-        matmul_jobs(pool_, j2);
+        be_->matmul(j2);
     } catch (...) {
         store_->release_layer(li);
         throw;
@@ -680,7 +680,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
     store_->release_layer(li);
     if (L.has_shared) {
         for (size_t i = 0; i < shg.size(); ++i) shg[i] = silu(shg[i]) * shu[i];
-        matmul_jobs(pool_, {{shg.data(), n, SI, L.mlp.down.w, nullptr, out, H}});
+        be_->matmul({{shg.data(), n, SI, L.mlp.down.w, nullptr, out, H}});
     }
     // each row: its experts in its own rank order, then the gated shared expert
     std::vector<float> acc(H);
@@ -730,7 +730,7 @@ void Engine::forward_chunk(const int32_t* tokens, int n, int64_t p0, int row0, b
     for (int t = first; t < n; ++t)
         rmsnorm_row(x.data() + size_t(t) * H, final_norm_.data(), s.eps, H, h.data() + size_t(t - first) * H);
     float* dst = last_only ? logits : logits + size_t(row0) * s.vocab;
-    matmul_jobs(pool_, {{h.data(), rows, H, head_, nullptr, dst, s.vocab}});
+    be_->matmul({{h.data(), rows, H, head_, nullptr, dst, s.vocab}});
 }
 
 void Engine::check_tokens(const int32_t* tokens, int T) const {
@@ -826,7 +826,7 @@ void Engine::fold_rows(int keep) {
                          G.beta[size_t(t) * nv + hh], o.data());
         };
         if (int64_t(nv) * dk * dv * keep > 16384)
-            pool_.parallel_for(nv, head);
+            be_->parallel_for(nv, head);
         else
             for (int hh = 0; hh < nv; ++hh) head(hh);
         std::vector<float> all(size_t(K - 1 + keep) * conv_dim_);

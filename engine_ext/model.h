@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend.h"
 #include "expert_store.h"
 #include "routing_moce.h"
 #include "threadpool.h"
@@ -88,6 +89,7 @@ struct Linear {
 
 struct EngineOptions {
     int threads = 0;          // 0: hardware concurrency
+    std::string backend = "cpu";
     bool lazy_fold = false;
     int64_t ctx = 0;          // 0: max_position_embeddings
     std::string model_id;
@@ -117,7 +119,8 @@ public:
     const std::string& model_id() const { return opt_.model_id; }
     const std::string& config_json() const { return opt_.config_json; }
     bool lazy_fold() const { return opt_.lazy_fold; }
-    int threads() const { return pool_.size(); }
+    int threads() const { return be_->threads(); }
+    std::string backend() const { return be_->name(); }
     std::shared_ptr<ExpertStore> expert_store() const { return store_; }
     // Cache-aware routing (MoCE, routing_moce.h): off by default; any active mode marks windows
     // approximate. Set between windows only.
@@ -180,7 +183,7 @@ private:
     EngineOptions opt_;
     std::shared_ptr<WeightSource> src_;
     std::shared_ptr<ExpertStore> store_;
-    ThreadPool pool_;
+    std::unique_ptr<Backend> be_;
     std::vector<Layer> layers_;
     MatView embed_, head_;
     std::vector<float> final_norm_;

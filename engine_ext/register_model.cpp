@@ -116,7 +116,8 @@ void register_model(py::module_& m) {
     py::class_<Engine, WindowModel, std::shared_ptr<Engine>>(m, "Engine")
         .def(py::init([](const py::dict& spec, const py::list& tensors,
                          std::shared_ptr<ExpertStore> store, int threads, const std::string& fold,
-                         int64_t ctx, const std::string& model_id, const std::string& config_json) {
+                         int64_t ctx, const std::string& model_id, const std::string& config_json,
+                         const std::string& backend) {
                  ModelSpec s = spec_from_dict(spec);
                  std::vector<TensorRef> refs;
                  for (auto item : tensors) {
@@ -137,12 +138,13 @@ void register_model(py::module_& m) {
                  o.ctx = ctx;
                  o.model_id = model_id;
                  o.config_json = config_json;
+                 o.backend = backend;
                  py::gil_scoped_release rel;
                  return std::make_shared<Engine>(s, refs, std::move(store), o);
              }),
              py::arg("spec"), py::arg("tensors"), py::arg("expert_store") = nullptr, py::arg("threads") = 0,
              py::arg("fold") = "eager", py::arg("ctx") = 0, py::arg("model_id") = "",
-             py::arg("config_json") = "{}")
+             py::arg("config_json") = "{}", py::arg("backend") = "cpu")
         .def(
             "run",
             [](Engine& e, const py::object& tokens, bool last_only) {
@@ -179,6 +181,7 @@ void register_model(py::module_& m) {
         .def_property_readonly("model_id", &Engine::model_id)
         .def_property_readonly("window_open", &Engine::window_open)
         .def_property_readonly("threads", &Engine::threads)
+        .def_property_readonly("backend", &Engine::backend)
         .def_property_readonly("fold", [](const Engine& e) { return e.lazy_fold() ? "lazy" : "eager"; })
         .def_property_readonly("expert_store", &Engine::expert_store)
         .def_property_readonly("config",

@@ -229,3 +229,10 @@ def test_failed_single_token_run_changes_nothing(model_path, serial, tmp_path):
     out = eng.run([seq[6]])
     eng.commit(1)
     assert np.array_equal(out[0], ref_logits[6])
+
+
+def test_backend_choice(model_path):
+    eng = strata.load(model_path, threads=1, backend="cpu")
+    assert eng.backend == "cpu" and eng.threads == 1
+    with pytest.raises(ValueError, match="unknown backend 'vulkan'"):
+        strata.load(model_path, backend="vulkan")

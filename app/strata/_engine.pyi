@@ -23,6 +23,7 @@ class Engine(WindowModel):
         ctx: int = 0,
         model_id: str = "",
         config_json: str = "{}",
+        backend: str = "cpu",
     ) -> None: ...
     def run(self, tokens: Sequence[int] | np.ndarray, last_only: bool = False) -> np.ndarray:
         """(T, vocab) float32 next-token logits for each row ((1, vocab) with last_only)."""
@@ -40,6 +41,8 @@ class Engine(WindowModel):
     def window_open(self) -> bool: ...
     @property
     def threads(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
     @property
     def fold(self) -> str: ...
     @property

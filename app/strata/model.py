@@ -114,7 +114,7 @@ def _default_threads() -> int:
 
 def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: int | None = None,
                  fold: str = "eager", ctx: int | None = None, model_id: str | None = None,
-                 config: dict | None = None):
+                 config: dict | None = None, backend: str = "cpu"):
     """Engine from a spec and a tensor table.
 
     ``tensors``: TensorInfo objects or tuples (name, path, byte offset, dtype, shape); names may
@@ -134,12 +134,12 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     eng_mod = _engine_module()
     return eng_mod.Engine(
         spec, rows, expert_store, threads=int(threads or _default_threads()), fold=fold,
-        ctx=int(ctx or 0), model_id=mid, config_json=json.dumps(cfg),
+        ctx=int(ctx or 0), model_id=mid, config_json=json.dumps(cfg), backend=backend,
     )
 
 
 def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None, expert_store=None,
-         expert_cache=None, **stream_options):
+         backend: str = "cpu", expert_cache=None, **stream_options):
     """Load a Hugging Face checkpoint folder (config.json + *.safetensors) into an engine.
 
     A strata pack goes to strata.pack.load_pack (experts stream through a cache of
@@ -149,7 +149,7 @@ def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | No
 
     if _pack.is_pack(folder):
         return _pack.load_pack(folder, expert_cache=expert_cache, threads=threads, fold=fold, ctx=ctx,
-                               **stream_options)
+                               backend=backend, **stream_options)
     if stream_options or expert_cache is not None:
         raise ModelError(f"{folder}: expert cache options apply to strata packs only (run strata convert first)")
     if not os.path.isdir(folder):
@@ -158,4 +158,5 @@ def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | No
     infos: list[TensorInfo] = []
     for f in checkpoint_files(folder):
         infos.extend(read_header(f).values())
-    return build_engine(spec, infos, expert_store, threads=threads, fold=fold, ctx=ctx, config=raw)
+    return build_engine(spec, infos, expert_store, threads=threads, fold=fold, ctx=ctx, config=raw,
+                        backend=backend)
