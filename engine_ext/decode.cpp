@@ -23,6 +23,7 @@ constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 64;         // a one-token draft every N windows that would not draft
 constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own median is trusted
+constexpr int64_t kGrowSamples = 4;       // windows of a T before windows up to 2T are tried
 constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
 
 }  // namespace
@@ -111,7 +112,12 @@ double LengthController::expected_keep(int match_len, int drafts) const {
 }
 
 int LengthController::choose(int match_len, int available) {
-    available = std::min(available, kMaxDraft);
+    // Longer windows only as their cost becomes known: up to twice the longest window measured
+    // kGrowSamples times, so one optimistic guess cannot send a run of 16-row windows.
+    int known = 1;
+    for (int t = 1; t <= kMaxT; ++t)
+        if (cost_n_[t] >= kGrowSamples) known = t;
+    available = std::min({available, kMaxDraft, 2 * known - 1});
     if (available <= 0) return 0;
     const int b = bucket(match_len);
     double q = 1, e = 1;
