@@ -290,14 +290,14 @@ float dot_one(const float* x, const WT* w, int cols) {
     int k = 0;
     for (; k + 32 <= cols; k += 32)
         for (int l = 0; l < 16; ++l) {
-            a0[l] = std::fma(ldw(w + k + l), x[k + l], a0[l]);
-            a1[l] = std::fma(ldw(w + k + 16 + l), x[k + 16 + l], a1[l]);
+            a0[l] = STRATA_FMA(ldw(w + k + l), x[k + l], a0[l]);
+            a1[l] = STRATA_FMA(ldw(w + k + 16 + l), x[k + 16 + l], a1[l]);
         }
     if (k + 16 <= cols) {
-        for (int l = 0; l < 16; ++l) a0[l] = std::fma(ldw(w + k + l), x[k + l], a0[l]);
+        for (int l = 0; l < 16; ++l) a0[l] = STRATA_FMA(ldw(w + k + l), x[k + l], a0[l]);
         k += 16;
     }
-    for (int l = 0; k + l < cols; ++l) a1[l] = std::fma(ldw(w + k + l), x[k + l], a1[l]);
+    for (int l = 0; k + l < cols; ++l) a1[l] = STRATA_FMA(ldw(w + k + l), x[k + l], a1[l]);
     float s[16];
     for (int l = 0; l < 16; ++l) s[l] = a0[l] + a1[l];
     for (int h = 8; h >= 1; h /= 2)

@@ -1,6 +1,7 @@
 // CPU kernels. Every output element is computed by one fixed code path whatever the number of
 // rows T, the tile shape or the thread count: batch invariance is a property of these kernels.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +40,15 @@ void row_to_f32(const MatView& W, int row, float* out);
 
 // RMSNorm of one row: out = x / sqrt(mean(x^2) + eps) * w  (w already folded for 1+w variants)
 void rmsnorm_row(const float* x, const float* w, float eps, int n, float* out);
+
+// Fused multiply-add where the hardware has one (one rounding); a*b+c otherwise (a software
+// fma would be very slow). Either way one fixed operation per build, so results stay bitwise
+// reproducible on a machine.
+#if defined(__FMA__) || defined(__aarch64__)
+#define STRATA_FMA(a, b, c) std::fma((a), (b), (c))
+#else
+#define STRATA_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 
 inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 inline float sigmoidf_(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }

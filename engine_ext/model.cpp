@@ -395,7 +395,7 @@ void Engine::attn_block(Layer& L, int /*li*/, const float* h, int n, int64_t p0,
         for (int64_t j = 0; j <= p; ++j) {
             const float* v = A.vc.data() + size_t(j) * kw + size_t(g) * hd;
             float w = sc[j];
-            for (int d = 0; d < hd; ++d) o[d] = std::fma(w, v[d], o[d]);
+            for (int d = 0; d < hd; ++d) o[d] = STRATA_FMA(w, v[d], o[d]);
         }
         float inv = 1.0f / sum;
         for (int d = 0; d < hd; ++d) o[d] *= inv;
@@ -424,7 +424,7 @@ void Engine::gdn_step(const float* Sin, float* S, const float* q, const float* k
         for (int j = 0; j < dv; ++j) {
             float sv = src[j] * decay;
             row[j] = sv;
-            mem[j] = std::fma(sv, ki, mem[j]);
+            mem[j] = STRATA_FMA(sv, ki, mem[j]);
         }
     }
     for (int j = 0; j < dv; ++j) {
@@ -435,8 +435,8 @@ void Engine::gdn_step(const float* Sin, float* S, const float* q, const float* k
         float* row = S + size_t(i) * dv;
         float ki = k[i], qi = q[i];
         for (int j = 0; j < dv; ++j) {
-            row[j] = std::fma(ki, delta[j], row[j]);
-            out[j] = std::fma(row[j], qi, out[j]);
+            row[j] = STRATA_FMA(ki, delta[j], row[j]);
+            out[j] = STRATA_FMA(row[j], qi, out[j]);
         }
     }
 }
@@ -477,7 +477,7 @@ void Engine::gdn_block(Layer& L, const float* h, int n, int row0, bool keep_rows
             for (int j = 0; j < K; ++j) {
                 int src = t - (K - 1) + j;
                 float x = src >= 0 ? P[size_t(src) * W + c] : hist[size_t(K - 1 + src) * conv_dim_ + c];
-                acc = std::fma(w[j], x, acc);
+                acc = STRATA_FMA(w[j], x, acc);
             }
             C[size_t(t) * conv_dim_ + c] = silu(acc);
         }
@@ -689,7 +689,7 @@ void Engine::ffn_block(Layer& L, int li, const float* h, int n, float* out) {
         for (int j = 0; j < k; ++j) {
             float w = wts[size_t(t) * k + j];
             const float* d = D.data() + size_t(slot_of[size_t(t) * k + j]) * H;
-            for (int c = 0; c < H; ++c) acc[c] = std::fma(w, d[c], acc[c]);
+            for (int c = 0; c < H; ++c) acc[c] = STRATA_FMA(w, d[c], acc[c]);
         }
         float* o = out + size_t(t) * H;
         if (L.has_shared) {
