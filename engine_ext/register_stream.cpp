@@ -5,7 +5,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <optional>
 
@@ -52,6 +58,37 @@ py::dict telemetry_dict(const strata::WindowTelemetry& t) {
     return d;
 }
 
+// `threads` threads pread `block` bytes at each offset (O_DIRECT when asked and allowed).
+std::pair<int64_t, double> raw_read(const std::string& path, const std::vector<int64_t>& offsets, int64_t block,
+                                    int threads, bool direct) {
+    std::atomic<size_t> next{0};
+    std::atomic<int64_t> bytes{0};
+    std::atomic<bool> failed{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < std::max(1, threads); ++t) {
+        ts.emplace_back([&] {
+            int flags = O_RDONLY | O_CLOEXEC;
+#ifdef O_DIRECT
+            if (direct) flags |= O_DIRECT;
+#endif
+            const int fd = ::open(path.c_str(), flags);
+            void* buf = std::aligned_alloc(4096, size_t((block + 4095) / 4096 * 4096));
+            if (fd < 0 || !buf) failed = true;
+            for (size_t i; !failed && (i = next++) < offsets.size();) {
+                const ssize_t r = ::pread(fd, buf, size_t(block), offsets[i]);
+                if (r < 0) failed = true;
+                else bytes += r;
+            }
+            if (fd >= 0) ::close(fd);
+            std::free(buf);
+        });
+    }
+    for (auto& t : ts) t.join();
+    if (failed) throw std::runtime_error("raw_read: cannot read " + path);
+    return {bytes.load(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
 }  // namespace
 
 void register_stream(py::module_& m) {
@@ -78,6 +115,18 @@ void register_stream(py::module_& m) {
         py::gil_scoped_release nogil;
         return strata::crc32(info.ptr, n, crc);
     }, py::arg("data"), py::arg("crc") = 0, "CRC-32 (zlib polynomial) of a contiguous buffer.");
+
+    // Benchmark baseline: the disk's rate with nothing of strata in the way (no cache, no CRC).
+    m.def("raw_read", [](const std::string& path, std::vector<int64_t> offsets, int64_t block, int threads,
+                         bool direct) {
+        std::pair<int64_t, double> r;
+        {
+            py::gil_scoped_release nogil;
+            r = raw_read(path, offsets, block, threads, direct);
+        }
+        return py::make_tuple(r.first, r.second);
+    }, py::arg("path"), py::arg("offsets"), py::arg("block"), py::arg("threads") = 4, py::arg("direct") = true,
+       "Benchmark baseline: (bytes, seconds) for reading `block` bytes at each offset, no cache, no CRC.");
 
     m.def("route_window",
           [](py::array_t<float, py::array::c_style | py::array::forcecast> logits, int k, bool renormalize,
