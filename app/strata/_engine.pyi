@@ -159,6 +159,9 @@ class Decoder:
 def crc32(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
     """CRC-32 with the zlib polynomial (same values as zlib.crc32)."""
 
+def raw_read(path: str, offsets: list[int], block: int, threads: int = 4, direct: bool = True) -> tuple[int, float]:
+    """Benchmark baseline: (bytes, seconds) reading `block` bytes at each offset; no cache, no CRC."""
+
 def route_window(
     logits: np.ndarray,
     k: int,
