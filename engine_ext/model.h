@@ -104,6 +104,7 @@ public:
 
     // WindowModel
     const float* run(const int32_t* tokens, int T) override;
+    const float* run_last(const int32_t* tokens, int T) override { return run_ex(tokens, T, true); }
     void commit(int keep) override;
     int64_t pos() const override { return pos_; }
     int64_t context_limit() const override { return ctx_; }
