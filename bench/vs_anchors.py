@@ -60,7 +60,9 @@ class StrataAdapter:
             import strata
         self.eng = strata.load(model_dir, threads=threads)
         self.vocab = self.eng.vocab_size
-        self.info = {"threads": self.eng.threads, "git": _git_describe(), "dev_build": os.environ.get("STRATA_DEV_BUILD")}
+        src = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
+        self.info = {"threads": self.eng.threads, "source": src, "git": _git_describe(src),
+                     "dev_build": os.environ.get("STRATA_DEV_BUILD")}
 
     def reset(self):
         self.eng.reset()
@@ -304,14 +306,17 @@ def _write_json(path: str, obj) -> None:
         json.dump(obj, f, indent=1)
 
 
-def _git_describe() -> str:
+def _git_describe(root: str = REPO) -> str:
+    """Short HEAD of the checkout at root, '+dirty' when its engine sources have local changes."""
     try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "engine_ext", "app/strata/model.py",
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return "not a git checkout"
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "engine_ext", "app/strata/model.py",
                                 "app/strata/config.py"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return head + ("+dirty" if dirty else "")
+        return head.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "?"
 
@@ -392,12 +397,46 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+def _cpu_busy_s() -> float | None:
+    """CPU seconds spent busy on the whole machine since boot (all CPUs), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_for_quiet(max_wait: float, threshold: float) -> float | None:
+    """Wait (up to max_wait s) until other processes use less than `threshold` cores over 2 s.
+    Returns the last measured use in cores (None where /proc/stat is missing)."""
+    deadline = time.time() + max_wait
+    while True:
+        b0 = _cpu_busy_s()
+        if b0 is None:
+            return None
+        time.sleep(2.0)
+        use = (_cpu_busy_s() - b0) / 2.0
+        if use < threshold or time.time() >= deadline:
+            return use
+        print(f"  machine busy ({use:.1f} cores in use), waiting ...", file=sys.stderr, flush=True)
+
+
 def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, timeout: int) -> dict:
     job_path = os.path.join(tmp, f"job-{engine}-{run_idx}.json")
     out_path = os.path.join(tmp, f"out-{engine}-{run_idx}.json")
     _write_json(job_path, job)
     cmd = [python, os.path.abspath(__file__), "--worker", engine, job_path, out_path]
     load_before = os.getloadavg()
+    busy0, own0 = _cpu_busy_s(), _children_cpu_s()
     t = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -406,6 +445,7 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
     except subprocess.TimeoutExpired:
         return {"skipped": f"worker ran past {timeout} s"}
     wall = time.time() - t
+    busy1, own1 = _cpu_busy_s(), _children_cpu_s()
     if p.returncode != 0 or not os.path.exists(out_path):
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
         return {"skipped": f"worker failed (exit {p.returncode}): {tail[0]}"}
@@ -414,6 +454,9 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
     res["loadavg_before"] = list(load_before)
     res["loadavg_after"] = list(os.getloadavg())
     res["wall_s"] = wall
+    # cores used by everything else while the worker ran (machine busy time minus the worker's own)
+    if busy0 is not None and busy1 is not None and wall > 0:
+        res["others_cores"] = max(0.0, ((busy1 - busy0) - (own1 - own0)) / wall)
     return res
 
 
@@ -448,14 +491,25 @@ def vs_row(per_run: dict[str, list[dict]], a: str, b: str) -> dict | None:
     return out
 
 
-def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: dict) -> str:
+def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: dict,
+             per_run: dict[str, list[dict]]) -> str:
     L = []
     L.append(f"model `{meta['model_dir']}` ({meta['model_type']}), GGUF `{meta.get('gguf') or '-'}`, "
              f"{meta['threads']} threads, {meta['runs']} runs (engines interleaved; cell = median over runs "
              f"[min-max], each run's value itself a median of {meta['repeats']} prefill/decode repeats and "
              f"{meta['rounds']} window rounds)")
+    v = meta["versions"]
+    if v.get("strata"):
+        L.append(f"strata: {v['strata']['source']} ({v['strata']['git']}), build {v['strata']['dev_build'] or 'installed'}")
+    if v.get("llama.cpp"):
+        L.append(f"llama.cpp: llama-cpp-python {v['llama.cpp']['version']}, KV cache {v['llama.cpp']['kv_cache']}, "
+                 f"flash attention off, n_batch 512")
+    if v.get("transformers"):
+        L.append(f"transformers {v['transformers']['transformers']}, torch {v['transformers']['torch']}, sdpa")
     L.append(f"machine: {meta['cpu']}, {meta['nproc']} CPUs; load average during the runs "
-             f"{meta['load_min']:.1f}-{meta['load_max']:.1f}")
+             f"{meta['load_min']:.1f}-{meta['load_max']:.1f}" +
+             (f"; other processes used {meta['others_cores_median']:.2f} cores (median over workers, max "
+              f"{meta['others_cores_max']:.2f}) while the engines ran" if meta["others_cores_max"] is not None else ""))
     L.append("")
     L.append("| engine | prefill 256 tok/s | decode T=1 greedy tok/s | cost(1) ms | cost(2)/cost(1) | "
              "cost(4)/cost(1) | cost(8)/cost(1) |")
@@ -496,6 +550,18 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
         L.append("")
         L.append("Greedy decode, identical leading tokens (of " + str(meta["decode"] + 1) + "): " +
                  ", ".join(f"{k} {v}" for k, v in greedy.items()))
+    L.append("")
+    L.append("Per run (other processes = cores used by the rest of the machine while that worker ran):")
+    L.append("")
+    for e in ENGINES:
+        for i, r in enumerate(per_run.get(e, [])):
+            if "skipped" in r:
+                continue
+            c = r["cost_ms"]
+            L.append(f"- {e} run {i + 1}: prefill {r['prefill_tps']:.0f} tok/s, decode {r['decode_tps']:.1f} tok/s, "
+                     f"cost(1) {c['1']:.2f} ms, cost(2/4/8)/cost(1) {c['2'] / c['1']:.2f} / {c['4'] / c['1']:.2f} / "
+                     f"{c['8'] / c['1']:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
+                     f"load {r['loadavg_before'][0]:.1f}->{r['loadavg_after'][0]:.1f}")
     for n in notes:
         L.append("")
         L.append(f"Note: {n}")
@@ -507,8 +573,9 @@ def main() -> None:
     ap.add_argument("model_dir", help="checkpoint folder (config.json + *.safetensors)")
     ap.add_argument("--gguf", help="GGUF of the same weights for llama.cpp (default MODEL_DIR/model-f32.gguf)")
     ap.add_argument("--llama-python", help="interpreter with llama-cpp-python (llama.cpp skipped without it)")
-    ap.add_argument("--llama-kv", choices=["f16", "f32"], default="f16",
-                    help="llama.cpp KV cache type (f16 is its default and the anchors' benchmark setting)")
+    ap.add_argument("--llama-kv", choices=["f16", "f32"], default="f32",
+                    help="llama.cpp KV cache type: f32 (default) computes what strata and transformers do; f16 is "
+                         "llama.cpp's own default and the anchors' benchmark setting")
     ap.add_argument("--hf", action="store_true", help="also run transformers")
     ap.add_argument("--hf-python", default=sys.executable, help="interpreter with torch + transformers")
     ap.add_argument("--no-strata", action="store_true", help="anchors only")
@@ -518,6 +585,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=14, help="timed window rounds per T")
     ap.add_argument("--decode", type=int, default=128, help="greedy T=1 steps per repeat")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per worker")
+    ap.add_argument("--wait-quiet", type=float, default=120.0,
+                    help="before each worker, wait up to this many seconds for the machine to quiet down (0: never)")
+    ap.add_argument("--quiet-cores", type=float, default=0.3,
+                    help="'quiet' = other processes use fewer cores than this over 2 s")
     ap.add_argument("--json-out")
     ap.add_argument("--md-out")
     ap.add_argument("--worker", nargs=3, metavar=("ENGINE", "JOB", "OUT"), help=argparse.SUPPRESS)
@@ -554,19 +625,25 @@ def main() -> None:
     per_run: dict[str, list[dict]] = {e: [] for e in engines}
     check_paths: dict[str, str] = {}
     loads = [os.getloadavg()[0]]
+    others: list[float] = []
     for run_idx in range(args.runs):
         for e, py in engines.items():
             j = dict(job, repeats=args.repeats if e != "transformers" else min(args.repeats, 3))
             if run_idx == 0:
                 j["check_out"] = check_paths[e] = os.path.join(tmp, f"check-{e.replace('.', '')}.npy")
             print(f"[run {run_idx + 1}/{args.runs}] {e} ...", file=sys.stderr, flush=True)
+            if args.wait_quiet > 0:
+                wait_for_quiet(args.wait_quiet, args.quiet_cores)
             res = run_worker(e, py, j, tmp, run_idx, args.timeout)
             if "skipped" in res:
                 print(f"  skipped: {res['skipped']}", file=sys.stderr)
             else:
                 loads += [res["loadavg_before"][0], res["loadavg_after"][0]]
+                if "others_cores" in res:
+                    others.append(res["others_cores"])
                 print(f"  prefill {res['prefill_tps']:.0f} tok/s, decode {res['decode_tps']:.1f} tok/s, "
-                      f"cost(1) {res['cost_ms']['1']:.2f} ms, load {res['loadavg_after'][0]:.1f}", file=sys.stderr)
+                      f"cost(1) {res['cost_ms']['1']:.2f} ms, load {res['loadavg_after'][0]:.1f}, "
+                      f"other processes {res.get('others_cores', float('nan')):.2f} cores", file=sys.stderr)
             per_run[e].append(res)
 
     summ = summarize(per_run)
@@ -587,9 +664,12 @@ def main() -> None:
     meta = {"model_dir": model_dir, "model_type": model_type, "gguf": gguf if "llama.cpp" in engines else None,
             "threads": args.threads, "runs": args.runs, "repeats": args.repeats, "rounds": args.rounds,
             "decode": args.decode, "llama_kv": args.llama_kv, "cpu": _cpu_name(), "nproc": os.cpu_count(),
-            "load_min": min(loads), "load_max": max(loads), "strata_git": _git_describe(),
+            "load_min": min(loads), "load_max": max(loads),
+            "others_cores_max": max(others) if others else None,
+            "others_cores_median": statistics.median(others) if others else None,
+            "versions": {e: next((r["info"] for r in rs if "info" in r), None) for e, rs in per_run.items()},
             "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
-    md = markdown(meta, summ, ratios, agree, greedy)
+    md = markdown(meta, summ, ratios, agree, greedy, per_run)
     print(md)
     if args.md_out:
         with open(args.md_out, "w") as f:
