@@ -31,6 +31,7 @@ CASES = {
     "q35_text_tied": ("qwen3_5_moe_text", dict(
         num_hidden_layers=3, layer_types=[LIN, FULL, LIN], tie_word_embeddings=True)),
     "q35_nested": ("qwen3_5_moe", dict(num_key_value_heads=1)),
+    "q35_nested_tied": ("qwen3_5_moe", dict(tie_word_embeddings=True, num_hidden_layers=2)),
     "moe_gqa": ("qwen3_moe", dict(norm_topk_prob=True)),
     "moe_dense_tied": ("qwen3_moe", dict(norm_topk_prob=False, mlp_only_layers=[0], num_key_value_heads=4,
                                          tie_word_embeddings=True, num_hidden_layers=3)),

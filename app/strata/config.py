@@ -18,8 +18,9 @@ def _arch_of(cfg: dict) -> tuple[str, dict]:
     mt = cfg.get("model_type")
     if mt == "qwen3_5_moe" and isinstance(cfg.get("text_config"), dict):
         text = dict(cfg["text_config"])
-        # top-level tie flag wins when the text config lacks one
-        text.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+        # the composite model ties its LM head by the top-level flag
+        if "tie_word_embeddings" in cfg:
+            text["tie_word_embeddings"] = cfg["tie_word_embeddings"]
         return "qwen3_5_moe", text
     if mt in ("qwen3_5_moe", "qwen3_5_moe_text"):
         return "qwen3_5_moe", cfg
