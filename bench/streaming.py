@@ -29,6 +29,7 @@ import mmap
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -343,7 +344,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.layers, args.experts, args.hidden, args.inter, args.windows, args.warmup = 4, 128, 256, 128, 4, 2
-    root = args.dir or tempfile.mkdtemp(prefix="strata-bench-")
+    # a kill must still delete the multi-GB pack: turn SIGTERM into an exit that runs `finally`
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    root = args.dir or tempfile.mkdtemp(prefix="strata-streaming-bench-")
     path = os.path.join(root, "bench.strata")
     results: dict = {"args": vars(args), "runs": []}
     try:
