@@ -265,18 +265,32 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
     const auto t_prefill = Clock::now();
     const int64_t prefill_pos0 = m.pos();
     std::vector<int32_t> out;
-    for (size_t off = 0; off < input.size(); off += kPrefillChunk) {
-        const int n = int(std::min<size_t>(kPrefillChunk, input.size() - off));
-        const float* logits = m.run(input.data() + off, n);
-        if (off + n == input.size() && s.max_new > 0) {
-            // sample before commit: the logits stay valid until the next run
-            out.push_back(s.forced.empty() ? sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0)
-                                           : s.forced[0]);
+    size_t fed = 0;  // input tokens committed so far
+    auto account = [&] {
+        // the session is what the engine holds plus what is still pending
+        const size_t from_prompt = fed > pending_.size() ? fed - pending_.size() : 0;
+        history_.insert(history_.end(), prompt.begin(), prompt.begin() + from_prompt);
+        // pending tokens are already the tail of history_; once fed they are simply committed
+        pending_.erase(pending_.begin(), pending_.begin() + std::min(fed, pending_.size()));
+    };
+    try {
+        for (size_t off = 0; off < input.size(); off += kPrefillChunk) {
+            const int n = int(std::min<size_t>(kPrefillChunk, input.size() - off));
+            const float* logits = m.run(input.data() + off, n);
+            if (off + n == input.size() && s.max_new > 0) {
+                // sample before commit: the logits stay valid until the next run
+                out.push_back(s.forced.empty()
+                                  ? sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0)
+                                  : s.forced[0]);
+            }
+            m.commit(n);
+            fed += size_t(n);
         }
-        m.commit(n);
+    } catch (...) {
+        account();  // a failed chunk leaves the earlier chunks committed: keep the session in sync
+        throw;
     }
-    pending_.clear();
-    history_.insert(history_.end(), prompt.begin(), prompt.end());
+    account();
     gen_.prefill_us = us_since(t_prefill);
     gen_.n_prefill = int64_t(input.size());
     WindowTelemetry t{};

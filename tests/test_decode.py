@@ -311,3 +311,14 @@ def test_ctrl_c_between_windows_leaves_a_committed_state():
     assert not lm.window_open and lm.pos + 1 == len(dec.history)
     assert 20 < len(dec.history) < 20 + 1000
     dec.generate([], max_new=3)  # continues from there
+
+
+def test_a_prompt_that_does_not_fit_changes_nothing():
+    lm = model(context_limit=700)
+    dec = E.Decoder(lm)
+    first = dec.generate(list(range(40)) * 3, max_new=5)["tokens"]
+    before = (lm.pos, dec.history, dec.pending)
+    with pytest.raises(WindowError, match="does not fit"):
+        dec.generate([i % VOCAB for i in range(1200)], max_new=5)
+    assert (lm.pos, dec.history, dec.pending) == before
+    assert dec.pending == first[-1:]
