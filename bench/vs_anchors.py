@@ -577,6 +577,8 @@ def main() -> None:
                     help="llama.cpp KV cache type: f32 (default) computes what strata and transformers do; f16 is "
                          "llama.cpp's own default and the anchors' benchmark setting")
     ap.add_argument("--hf", action="store_true", help="also run transformers")
+    ap.add_argument("--hf-once", action="store_true",
+                    help="run transformers in the first run only (its logits are the reference; it is slow)")
     ap.add_argument("--hf-python", default=sys.executable, help="interpreter with torch + transformers")
     ap.add_argument("--no-strata", action="store_true", help="anchors only")
     ap.add_argument("--threads", type=int, default=2)
@@ -628,6 +630,8 @@ def main() -> None:
     others: list[float] = []
     for run_idx in range(args.runs):
         for e, py in engines.items():
+            if e == "transformers" and args.hf_once and run_idx > 0:
+                continue
             j = dict(job, repeats=args.repeats if e != "transformers" else min(args.repeats, 3))
             if run_idx == 0:
                 j["check_out"] = check_paths[e] = os.path.join(tmp, f"check-{e.replace('.', '')}.npy")
