@@ -901,19 +901,29 @@ void Engine::reset() {
 
 // ---------------------------------------------------------------------------------------------
 // state snapshots: magic, version, model id, pos, per layer (KV cells < pos | S, conv history),
-// FNV-1a 64 checksum of everything before it
+// a 64-bit checksum of everything before it
 
 namespace {
 constexpr char kMagic[8] = {'S', 'T', 'R', 'A', 'T', 'A', 'S', 'T'};
-constexpr uint32_t kStateVersion = 1;
+constexpr uint32_t kStateVersion = 2;
 
-uint64_t fnv1a(const char* p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) {
-        h ^= uint8_t(p[i]);
-        h *= 1099511628211ull;
-    }
-    return h;
+// Checksum of a state blob: four independent FNV-1a-style lanes over 8-byte words (fast on
+// blobs of tens of MB), folded together with the length.
+uint64_t blob_checksum(const char* p, size_t n) {
+    const uint64_t prime = 1099511628211ull;
+    uint64_t h[4] = {1469598103934665603ull, 0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                     0x165667b19e3779f9ull};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int l = 0; l < 4; ++l) {
+            uint64_t w;
+            std::memcpy(&w, p + i + 8 * l, 8);
+            h[l] = (h[l] ^ w) * prime;
+        }
+    uint64_t r = 1469598103934665603ull ^ uint64_t(n);
+    for (; i < n; ++i) r = (r ^ uint8_t(p[i])) * prime;
+    for (int l = 0; l < 4; ++l) r = (r ^ (h[l] ^ (h[l] >> 29))) * prime;
+    return r;
 }
 template <typename T>
 void put(std::string& b, const T& v) {
@@ -946,7 +956,7 @@ std::string Engine::save_state() {
             }
         }
     }
-    put(b, fnv1a(b.data(), b.size()));
+    put(b, blob_checksum(b.data(), b.size()));
     return b;
 }
 
@@ -958,7 +968,7 @@ void Engine::load_state(const std::string& b) {
         throw ModelError("state blob is not a strata engine state");
     uint64_t stored;
     std::memcpy(&stored, b.data() + b.size() - 8, 8);
-    if (fnv1a(b.data(), b.size() - 8) != stored) throw ModelError("state blob checksum mismatch (corrupt)");
+    if (blob_checksum(b.data(), b.size() - 8) != stored) throw ModelError("state blob checksum mismatch (corrupt)");
     uint32_t ver, idlen;
     std::memcpy(&ver, b.data() + 8, 4);
     std::memcpy(&idlen, b.data() + 12, 4);
