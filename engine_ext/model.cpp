@@ -811,7 +811,7 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
 
 void Engine::fold_rows(int keep) {
     const int nv = spec_.lin_nv, dk = spec_.lin_dk, dv = spec_.lin_dv, K = spec_.conv_k;
-    const int r = nv / spec_.lin_nk;
+    const int r = spec_.lin_nk > 0 ? nv / spec_.lin_nk : 1;  // qwen3_moe: no GDN layers at all
     for (auto& L : layers_) {
         if (!L.linear) continue;
         GdnLayer& G = L.gdn;

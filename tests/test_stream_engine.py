@@ -279,3 +279,24 @@ def test_parse_routing_errors(text):
 
     with pytest.raises(UsageError, match="--routing"):
         pack.parse_routing(text)
+
+
+def test_qwen3_moe_pack_exact_with_drafted_windows(tmp_path):
+    """qwen3_moe (attention only, no GDN layers): streamed == resident through T>1 commits."""
+    cfg = transformers.Qwen3MoeConfig(
+        vocab_size=96, hidden_size=32, intermediate_size=48, moe_intermediate_size=24, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_experts=E, num_experts_per_tok=K,
+        norm_topk_prob=True, max_position_embeddings=256)
+    torch.manual_seed(2)
+    model = transformers.Qwen3MoeForCausalLM(cfg).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0, 0.2)
+    model.save_pretrained(tmp_path / "src")
+    pack.convert(str(tmp_path / "src"), str(tmp_path / "dst"))
+    script = _script(seed=8, steps=6)
+    ref = _play(strata.load(str(tmp_path / "src")), script)
+    got = _play(strata.load(str(tmp_path / "dst"), expert_cache=K * pack.read_pack(str(tmp_path / "dst")).ex["stride"]),
+                script)
+    assert all(np.array_equal(a, b) for a, b in zip(ref, got))
