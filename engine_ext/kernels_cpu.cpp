@@ -85,20 +85,25 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
         }
     const WT* w[RB];
     for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
-    // software prefetch (into L2) a fixed distance ahead in the (contiguous) weight rows: the
-    // hardware streamers stop at 4 KB pages, and a multi-row tile spends long enough per page
-    // to stall (without it a 4-row window over DRAM-resident weights costs 1.6x more)
+    // software prefetch a fixed distance ahead in the (contiguous) weight rows: the hardware
+    // streamers stop at 4 KB pages, and a multi-row tile spends long enough per page to stall
+    // (without it a 4-row window over DRAM-resident weights costs 1.6x more). Single-row tiles
+    // prefetch into L1, multi-row tiles into L2 (fewer L1 fill buffers held while computing).
+    constexpr _mm_hint kHint = TB == 1 ? _MM_HINT_T0 : _MM_HINT_T1;
     const size_t pf = kPrefetchBytes / sizeof(WT);
     int k = 0;
     for (; k + 32 <= cols; k += 32) {
         for (int i = 0; i < RB; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), _MM_HINT_T1);
-            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf) + 64, _MM_HINT_T1);
+            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), kHint);
+            _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf) + 64, kHint);
         }
         __m512 x0[TB], x1[TB];
         for (int t = 0; t < TB; ++t) {
             x0[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k);
             x1[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k + 16);
+            // keep wide tiles' inputs in registers: loaded once per step, used by every weight
+            // row (the compiler would fold a reload into each FMA and run out of load slots)
+            if (RB > 1 && TB >= 4) __asm__("" : "+v"(x0[t]), "+v"(x1[t]));
         }
         for (int i = 0; i < RB; ++i) {
             __m512 wa = loadw(w[i] + k);
@@ -217,7 +222,7 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
     const size_t pf = kPrefetchBytes / sizeof(WT);
     int k = 0;
     for (; k + 16 <= cols; k += 16) {
-        for (int i = 0; i < RB; ++i) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), _MM_HINT_T1);
+        for (int i = 0; i < RB; ++i) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), TB == 1 ? _MM_HINT_T0 : _MM_HINT_T1);
         for (int i = 0; i < RB; ++i) {
             __m256 wa = loadw(w[i] + k), wb = loadw(w[i] + k + 8);
             for (int t = 0; t < TB; ++t) {
