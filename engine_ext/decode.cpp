@@ -23,6 +23,7 @@ constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T
 constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 64;         // a one-token draft every N windows that would not draft
 constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own median is trusted
+constexpr double kDraftMargin = 1.05;      // E/C of a draft must beat T = 1's by 5 %
 constexpr int64_t kGrowSamples = 4;       // windows of a T before windows up to 2T are tried
 constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
 
@@ -121,7 +122,9 @@ int LengthController::choose(int match_len, int available) {
     if (available <= 0) return 0;
     const int b = bucket(match_len);
     double q = 1, e = 1;
-    double best = e / cost(1);
+    // drafting must beat single-row windows by a margin: estimates are noisy, and a wrong "yes"
+    // costs more than a wrong "no"
+    double best = kDraftMargin * e / cost(1);
     int best_d = 0;
     for (int d = 1; d <= available; ++d) {
         q *= acceptance(b, d - 1);
