@@ -75,3 +75,34 @@ def test_text_prompt_needs_a_tokenizer_and_missing_model_is_a_model_error(model_
     assert r.returncode == 3 and "nope" in r.stderr
     r = strata("run", "--model", str(model_dir), "--prompt-ids", "100000")
     assert r.returncode == 2 and "vocabulary" in r.stderr
+
+
+def _bundled_or_skip():
+    from strata.errors import ModelError
+    from strata.models import resolve_model
+
+    try:
+        return resolve_model(None)
+    except ModelError:
+        pytest.skip("the bundled model is not installed")
+
+
+def test_bundled_model_from_stdin_with_text_and_lossless_drafting():
+    _bundled_or_skip()
+    outs = []
+    for draft in ("none", "suffix"):
+        r = strata("run", "--max-new", "40", "--json", "--draft", draft, "--temperature", "0.7", "--seed", "1",
+                   stdin="def add(a, b):\n")
+        assert r.returncode == 0, r.stderr
+        obj = json.loads(r.stdout)
+        assert obj["stop_reason"] in ("eos", "max_new") and obj["tokens"]
+        assert "\ufffd" not in obj["text"]
+        outs.append((obj["tokens"], obj["text"]))
+    assert outs[0] == outs[1]
+
+
+def test_bundled_model_chat_template():
+    _bundled_or_skip()
+    r = strata("run", "--chat", "--prompt", "Say hello.", "--max-new", "20", "--stats")
+    assert r.returncode == 0, r.stderr
+    assert "stop:" in r.stderr
