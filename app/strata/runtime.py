@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelError
+from .errors import ModelError, UsageError
 from .models import resolve_model
 
 FAKE_MODEL = "fake"
@@ -25,14 +25,37 @@ def fake_allowed() -> bool:
     return os.environ.get(FAKE_ENV, "") not in ("", "0")
 
 
+# Generator options that only a strata pack can honour (a checkpoint folder holds every expert).
+PACK_ONLY_OPTIONS = ("expert_cache", "io_mode", "eviction", "readahead", "routing", "io_threads")
+
+
+def check_stream_options(path: str | os.PathLike, opts: dict[str, Any]) -> None:
+    """UsageError (one line) when a pack-only option is given for a model that is not a pack."""
+    given = [k for k in PACK_ONLY_OPTIONS if opts.get(k) is not None]
+    if not given:
+        return
+    from . import pack as packmod
+
+    if packmod.is_pack(os.fspath(path)):
+        return
+    flags = ", ".join("--" + k.replace("_", "-") for k in given)
+    needs = f"{flags} {'needs' if len(given) == 1 else 'need'} a strata pack"
+    if str(path) == FAKE_MODEL:
+        raise UsageError(f"{needs}; the fake test model has no experts to stream")
+    what = "a checkpoint folder" if (Path(path) / "config.json").is_file() else "not a strata pack"
+    raise UsageError(f"{needs}, and {path} is {what} (make one with: strata convert {path} DST)")
+
+
 def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     """A TextGenerator for `model` (None = the bundled default). Options go to the Generator
-    (expert_cache, backend, ...)."""
+    (expert_cache, backend, ...); the streaming ones (PACK_ONLY_OPTIONS) need a pack."""
     if model is not None and str(model) == FAKE_MODEL and fake_allowed():
+        check_stream_options(FAKE_MODEL, opts)
         from .fake import FakeGenerator
 
         return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")})
     path = resolve_model(model)
+    check_stream_options(path, opts)
     try:
         from .generate import Generator
     except ImportError as exc:
@@ -69,6 +92,42 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelError(f"{path}: not a JSON object")
     return data
+
+
+def _direct_io_supported(path: str) -> bool | None:
+    """Whether the file system lets strata open `path` with O_DIRECT (None: cannot tell)."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | flag)
+    except OSError as exc:
+        import errno
+
+        return False if exc.errno == errno.EINVAL else None
+    os.close(fd)
+    return True
+
+
+def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
+    """What decides a pack's IO: blob size and alignment, bytes per layer, O_DIRECT support."""
+    ex = pinfo.ex
+    topk = cfg.get("num_experts_per_tok") or 0
+    return {
+        "pack_version": pinfo.header.get("version"),
+        "experts_file": os.path.basename(pinfo.experts_path),
+        "dense_file": os.path.basename(pinfo.dense_path),
+        "dense_bytes": os.path.getsize(pinfo.dense_path),
+        "moe_layers": int(ex["num_layers"]),
+        "experts_per_layer": int(ex["num_experts"]),
+        "expert_dtype": ex["dtype"],
+        "blob_bytes": int(ex["blob_bytes"]),
+        "blob_stride": int(ex["stride"]),
+        "blobs": int(ex["num_layers"]) * int(ex["num_experts"]),
+        "layer_bytes": int(ex["num_experts"]) * int(ex["stride"]),
+        "topk_bytes_per_layer": int(topk) * int(ex["stride"]),
+        "direct_io": _direct_io_supported(pinfo.experts_path),
+    }
 
 
 def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
@@ -109,6 +168,7 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
         by_dtype[str(ex["dtype"]).upper()] += expert_params * (2 if ex["dtype"] == "bf16" else 4)
         info["expert_bytes"] = pinfo.expert_bytes
         info["pack_id"] = pinfo.header.get("pack_id")
+        info["pack_io"] = _pack_io_facts(pinfo, cfg)
     else:
         tensors = packmod.checkpoint_tensors(str(path))
     for t in tensors.values():

@@ -16,6 +16,7 @@ import typer
 
 from ..errors import UsageError
 from . import app
+from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 
 
 def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids: Optional[str]) -> tuple[str | None, list[int] | None]:
@@ -61,7 +62,11 @@ def run_command(
     max_draft: Optional[int] = typer.Option(None, "--max-draft", help="fixed draft length K (0..15); default: adaptive"),
     min_match: int = typer.Option(4, "--min-match", help="shortest suffix match that may propose a draft"),
     threads: Optional[int] = typer.Option(None, "--threads", help="engine threads (default: all cores)"),
-    expert_cache: Optional[str] = typer.Option(None, "--expert-cache", help="resident expert budget for packs (bytes, '8GiB', or a fraction)"),
+    expert_cache: Optional[str] = ExpertCacheOpt,
+    io_mode: Optional[str] = IoModeOpt,
+    eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt,
+    routing: Optional[str] = RoutingOpt,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, tokens, stop_reason, stats"),
     stats: bool = typer.Option(False, "--stats", help="print the window statistics to stderr"),
 ) -> None:
@@ -78,6 +83,7 @@ def run_command(
         raise UsageError(f"--max-draft must be in 0..15, not {max_draft}")
     if min_match < 1:
         raise UsageError(f"--min-match must be >= 1, not {min_match}")
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     text, ids = _read_prompt(prompt, prompt_file, prompt_ids)
     settings = GenerationSettings(
         max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -88,8 +94,10 @@ def run_command(
 
     path = resolve_model(model)
     t_load = time.perf_counter()
-    gen = Generator.from_path(path, threads=threads, expert_cache=expert_cache)
+    stream_opts.check_model(path)
+    gen = Generator.from_path(path, threads=threads, **stream_opts.engine_kwargs())
     load_s = time.perf_counter() - t_load
+    stream_opts.note()
     if ids is None:
         if chat:
             if gen.tokenizer is None:
@@ -121,7 +129,8 @@ def run_command(
     if echo:
         sys.stdout.write("\n")
     summary = summarize(gen.last_stats, gen.last_prefill_s).to_dict()
-    summary.update(prompt_tokens=len(ids), load_s=load_s, stop_reason=stop_reason)
+    summary.update(prompt_tokens=len(ids), load_s=load_s, stop_reason=stop_reason,
+                   approximate=stream_opts.approximate or any(s.approximate for s in gen.last_stats))
     if as_json:
         obj = {"model": str(path), "text": "".join(pieces), "tokens": out_tokens,
                "stop_reason": stop_reason, "settings": settings.to_dict(), "stats": summary}

@@ -15,6 +15,7 @@ from typing import Any, List, Optional
 import typer
 
 from . import ExitCode, app
+from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import EditError, SessionError, UsageError
 from ..protocol import GenerationSettings
 
@@ -31,7 +32,7 @@ MaxNewOpt = typer.Option(None, "--max-new", help="Most tokens to generate per tu
 MaxDraftOpt = typer.Option(None, "--max-draft", help="Fixed draft length (default: adaptive).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
 ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: all cores).")
-CacheOpt = typer.Option(None, "--expert-cache", help="Resident expert budget for packs (bytes, '8GiB', or a fraction).")
+CacheOpt = ExpertCacheOpt  # the streaming options live in cli/options.py (shared with `strata run`)
 CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
 
 
@@ -96,11 +97,14 @@ def _open_store(no_save: bool = False):
     return SessionStore()
 
 
-def _generator(model: str | None, threads: int | None = None, expert_cache: str | None = None):
+def _generator(model: str | None, threads: int | None = None, stream: StreamOptions | None = None):
     from ..runtime import open_generator
 
+    stream = stream or StreamOptions()
     _progress(f"strata: loading {model or 'the default model'} ...")
-    return open_generator(model, threads=threads, expert_cache=expert_cache)
+    gen = open_generator(model, threads=threads, **stream.engine_kwargs())
+    stream.note()  # one stderr line when cache-aware routing makes the output approximate
+    return gen
 
 
 def _launch_tui(generator, **kwargs: Any) -> int:
@@ -149,7 +153,8 @@ def _main(ctx: typer.Context,
     if ctx.invoked_subcommand is None:
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
              temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
-             checkpoints=None, threads=None, expert_cache=None, as_json=False)
+             checkpoints=None, threads=None, expert_cache=None, io_mode=None, eviction=None,
+             readahead=None, routing=None, as_json=False)
     elif model is not None:
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
@@ -165,10 +170,14 @@ def chat(
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
     no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt,
-    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
+    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt,
+    io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
     _set_checkpoints(checkpoints)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     if no_save and session:
         raise UsageError("--session and --no-save do not go together")
     store = _open_store(no_save)
@@ -178,7 +187,7 @@ def chat(
     settings = _settings(base, draft=draft, temperature=temperature, seed=seed, max_new=max_new,
                          max_draft=max_draft)
     if not message and _interactive(no_input):
-        gen = _generator(model, threads, expert_cache)
+        gen = _generator(model, threads, stream_opts)
         raise typer.Exit(_launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
     texts = list(message or [])
     if not texts:
@@ -188,7 +197,7 @@ def chat(
         texts = [data.rstrip("\n")]
     from ..chat import ChatSession
 
-    gen = _generator(model, threads, expert_cache)
+    gen = _generator(model, threads, stream_opts)
     chat_session = ChatSession(gen, settings, store=store, session_id=session, system=system)
     results = []
     for text in texts:
@@ -202,7 +211,8 @@ def chat(
                         **stream.summary()})
         _progress(f"strata: {stream.tokens} tokens in {stream.windows} windows")
     if as_json:
-        _print_json({"session": chat_session.session_id, "turns": results})
+        _print_json({"session": chat_session.session_id, "turns": results,
+                     "approximate": stream_opts.approximate})
     elif chat_session.session_id:
         _progress(f"strata: session {chat_session.session_id}")
 
@@ -218,22 +228,26 @@ def edit(
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_draft: Optional[int] = MaxDraftOpt, no_save: bool = NoSaveOpt,
     checkpoints: Optional[int] = CheckpointsOpt, threads: Optional[int] = ThreadsOpt,
-    expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
+    expert_cache: Optional[str] = CacheOpt,
+    io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
     from ..edit import EditSession, read_text_file
 
     _set_checkpoints(checkpoints)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
     settings = _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
     headless = yes or no_input or not _interactive(False) or as_json
     if not headless:
-        gen = _generator(model, threads, expert_cache)
+        gen = _generator(model, threads, stream_opts)
         raise typer.Exit(_launch_tui(gen, mode="edit", settings=settings, store=_open_store(no_save),
                                      edit_path=file, instruction=instruction))
     if not instruction or not instruction.strip():
         raise UsageError("--instruction is required when editing without the TUI (--yes/--no-input or no terminal)")
-    gen = _generator(model, threads, expert_cache)
+    gen = _generator(model, threads, stream_opts)
     store = _open_store(no_save)
     session = EditSession(gen, file, settings, store=store)
     stream = _Stream(echo=False)
@@ -254,7 +268,8 @@ def edit(
         _print_json({"path": str(file), "session": session.session_id, "changed": bool(diff),
                      "written": written, "hunks": len(hunks),
                      "added": sum(h.added for h in hunks), "removed": sum(h.removed for h in hunks),
-                     "stop_reason": proposal.stop_reason, "diff": diff, **stream.summary()})
+                     "stop_reason": proposal.stop_reason, "diff": diff, **stream.summary(),
+                     "approximate": stream_opts.approximate})
         return
     sys.stdout.write(diff)
     sys.stdout.flush()
@@ -280,11 +295,15 @@ def replay(
     model: Optional[str] = ModelOpt,
     temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt, max_draft: Optional[int] = MaxDraftOpt,
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI."),
-    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
+    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt,
+    io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Re-run a recorded session's inputs with the recorded (or overridden) settings."""
     from ..replay import Replay, load_recording
 
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     store = None
     if not Path(session).suffix == ".jsonl" and not Path(session).exists():
         store = _open_store()
@@ -296,7 +315,7 @@ def replay(
     _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)  # validate
     if model is None and recording.model.get("path") and Path(str(recording.model["path"])).exists():
         model = str(recording.model["path"])
-    gen = _generator(model, threads, expert_cache)
+    gen = _generator(model, threads, stream_opts)
     rep = Replay(gen, recording, overrides)
     if not rep.report.same_model:
         _stderr(f"strata: note: {recording.source} was recorded with {recording.model.get('name', '?')}; "
@@ -444,6 +463,19 @@ def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled a
     print(f"  params        {p:,} ({p / 1e9:.2f} B)" if p >= 1e9 else f"  params        {p:,} ({p / 1e6:.1f} M)")
     print(f"  dtype         {data.get('dtype')}")
     print(f"  size on disk  {_human(data.get('size_on_disk') or 0)}")
+    io = data.get("pack_io")
+    if io:  # what decides a pack's IO (see docs/streaming.md)
+        print(f"  experts file  {io['experts_file']}: {io['moe_layers']} MoE layers x {io['experts_per_layer']} "
+              f"experts, one {io['expert_dtype']} blob of {_human(io['blob_bytes'])} each "
+              f"(stride {_human(io['blob_stride'])}), {_human(data.get('expert_bytes') or 0)} in all")
+        print(f"  dense file    {io['dense_file']}: {_human(io['dense_bytes'])} (always resident)")
+        print(f"  per layer     all experts {_human(io['layer_bytes'])}; "
+              f"one token's top-{data.get('experts_per_token')} {_human(io['topk_bytes_per_layer'])}")
+        direct = {True: "yes (--io-mode direct reads around the page cache)",
+                  False: "no, this file system refuses it (--io-mode direct falls back to buffered "
+                         "reads plus a drop-cache hint)",
+                  None: "unknown"}[io["direct_io"]]
+        print(f"  O_DIRECT      {direct}")
 
 
 def _bench_files(paths: list[Path]) -> list[Path]:
@@ -460,12 +492,16 @@ def _bench_files(paths: list[Path]) -> list[Path]:
 def bench(
     sessions: Optional[List[Path]] = typer.Argument(None, help="Session files (default: sessions/**.jsonl)."),
     model: Optional[str] = ModelOpt, threads: Optional[int] = ThreadsOpt,
-    expert_cache: Optional[str] = CacheOpt, as_json: bool = JsonOpt,
+    expert_cache: Optional[str] = CacheOpt,
+    io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
     from ..replay import load_recording
 
-    gen = _generator(model, threads, expert_cache)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    gen = _generator(model, threads, stream_opts)
     rows = []
     from ..errors import StrataError
 
