@@ -47,7 +47,7 @@ void LengthController::reset() {
     acc_pool_.fill(0);
     tri_pool_.fill(0);
     for (auto& r : cost_ring_) r.fill(0);
-    cost_ema_.fill(0);
+    cost_median_.fill(0);
     cost_n_.fill(0);
     since_explore_ = 0;
 }
@@ -67,9 +67,9 @@ double LengthController::line_cost(int T) const {
         const double x = double(t - 1);
         sw += w;
         sx += w * x;
-        sy += w * cost_ema_[t];
+        sy += w * cost_median_[t];
         sxx += w * x * x;
-        sxy += w * x * cost_ema_[t];
+        sxy += w * x * cost_median_[t];
     }
     if (sw == 0) return 1.0 + kPriorRowCost * double(T - 1);  // nothing measured: relative units
     double a, b;
@@ -95,11 +95,11 @@ double LengthController::cost(int T) const {
     // Multi-row windows of a MoE model need the union of the rows' experts, so cost is not a line
     // in T: each T leans on its own measured average as its windows accumulate, and on the line
     // through all measurements before that.
-    if (cost_n_[T] >= kReliableSamples) return cost_ema_[T];
+    if (cost_n_[T] >= kReliableSamples) return cost_median_[T];
     const double line = line_cost(T);
     if (!cost_n_[T]) return line;
     const double w = double(std::min<int64_t>(cost_n_[T], kReliableSamples));
-    return (w * cost_ema_[T] + kLineWeight * line) / (w + kLineWeight);
+    return (w * cost_median_[T] + kLineWeight * line) / (w + kLineWeight);
 }
 
 double LengthController::expected_keep(int match_len, int drafts) const {
@@ -170,7 +170,7 @@ void LengthController::observe_cost(int T, double us) {
     double tmp[kCostRing];
     std::copy(ring.begin(), ring.begin() + n, tmp);
     std::nth_element(tmp, tmp + n / 2, tmp + n);
-    cost_ema_[T] = tmp[n / 2];
+    cost_median_[T] = tmp[n / 2];
 }
 
 // ---------------------------------------------------------------- decoder

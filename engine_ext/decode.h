@@ -65,7 +65,7 @@ private:
     // machine, which an average is not)
     static constexpr int kCostRing = 31;
     std::array<std::array<double, kCostRing>, kMaxT + 1> cost_ring_{};
-    std::array<double, kMaxT + 1> cost_ema_{};  // the median of the ring
+    std::array<double, kMaxT + 1> cost_median_{};
     std::array<int64_t, kMaxT + 1> cost_n_{};
     int since_explore_ = 0;
 };
