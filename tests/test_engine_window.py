@@ -236,3 +236,32 @@ def test_backend_choice(model_path):
     assert eng.backend == "cpu" and eng.threads == 1
     with pytest.raises(ValueError, match="unknown backend 'vulkan'"):
         strata.load(model_path, backend="vulkan")
+
+
+@pytest.mark.parametrize("arch", ["qwen3_moe", "qwen3_5_moe_text"])
+@pytest.mark.parametrize("fold", ["eager", "lazy"])
+def test_forced_rejection_other_archs(tmp_path, arch, fold):
+    """The same exactness on the other architectures (no GDN at all; split GDN projections)."""
+    path, _ = make_hf_model(str(tmp_path / arch), arch, seed=13, num_hidden_layers=3)
+    seq = np.random.default_rng(3).integers(0, 96, 50).tolist()
+    ref = strata.load(path, threads=2)
+    ref_logits, states = [], [ref.save_state()]
+    for t in seq:
+        ref_logits.append(ref.run([t])[0].copy())
+        ref.commit(1)
+        states.append(ref.save_state())
+    eng = strata.load(path, threads=2, fold=fold)
+    for pos0 in (0, 3, 41):
+        for T in range(2, 6):
+            for keep in range(1, T + 1):
+                eng.load_state(states[pos0])
+                window = seq[pos0:pos0 + T]
+                if keep < T:
+                    window = window[:keep] + [(seq[pos0 + keep] + 1) % 96] + window[keep + 1:]
+                out = eng.run(window)
+                assert np.array_equal(out[:keep], np.stack(ref_logits[pos0:pos0 + keep]))
+                eng.commit(keep)
+                nxt = eng.run([seq[pos0 + keep]])
+                assert np.array_equal(nxt[0], ref_logits[pos0 + keep])
+                eng.commit(1)
+                assert eng.save_state() == states[pos0 + keep + 1]
