@@ -279,11 +279,12 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
     try {
         for (size_t off = 0; off < input.size(); off += kPrefillChunk) {
             const int n = int(std::min<size_t>(kPrefillChunk, input.size() - off));
-            const float* logits = m.run(input.data() + off, n);
+            // only the chunk's last row is ever sampled: skip the LM head for the others
+            const float* last = m.run_last(input.data() + off, n);
             if (off + n == input.size() && s.max_new > 0) {
                 // sample before commit: the logits stay valid until the next run
                 out.push_back(s.forced.empty()
-                                  ? sampler_.sample(logits + size_t(n - 1) * V, V, m.pos() + n, nullptr, 0)
+                                  ? sampler_.sample(last, V, m.pos() + n, nullptr, 0)
                                   : s.forced[0]);
             }
             m.commit(n);

@@ -60,6 +60,16 @@ uint32_t crc32_portable(const void* data, size_t n, uint32_t crc) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 namespace {
 
+// Helpers carry the target attribute themselves (lambdas would not inherit it, which breaks
+// builds without -march=native).
+__attribute__((target("pclmul,sse4.1"))) inline __m128i ld(const uint8_t* q) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+}
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i x, __m128i k, __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),
+                         next);
+}
+
 // Carry-less multiplication folding (Intel, "Fast CRC Computation for Generic Polynomials Using
 // PCLMULQDQ"), for the reflected zlib polynomial. Works on the raw CRC register (no inversion);
 // n must be a multiple of 16 and at least 64. Verifying a blob at disk speed needs this: the
@@ -70,11 +80,6 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_fold(uint32_t reg, const
     const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124LL);
     const __m128i poly_mu = _mm_set_epi64x(0x1F7011641LL, 0x1DB710641LL);
     const __m128i mask32 = _mm_set_epi32(0, 0, 0, -1);
-    auto ld = [](const uint8_t* q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)); };
-    auto fold = [](__m128i x, __m128i k, __m128i next) {
-        return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11)),
-                             next);
-    };
     __m128i x1 = _mm_xor_si128(ld(p), _mm_cvtsi32_si128(int(reg)));
     __m128i x2 = ld(p + 16), x3 = ld(p + 32), x4 = ld(p + 48);
     p += 64;
