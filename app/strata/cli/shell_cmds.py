@@ -276,7 +276,7 @@ def edit(
     if not diff:
         _stderr(f"strata: {file}: the rewrite changes nothing")
     elif written:
-        _stderr(f"strata: {file}: written ({len(hunks)} hunks)")
+        _stderr(f"strata: {file}: written ({len(hunks)} hunk{'' if len(hunks) == 1 else 's'})")
     else:
         _stderr(f"strata: {file}: not written (pass --yes to write)")
 
