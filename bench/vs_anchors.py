@@ -463,25 +463,30 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
 def summarize(per_run: dict[str, list[dict]]) -> dict[str, dict]:
     summ = {}
     for e, runs in per_run.items():
-        ok = [r for r in runs if "skipped" not in r]
+        ok = [r for r in runs if "skipped" not in r and not r.get("busy")]
+        all_busy = not ok
         if not ok:
-            summ[e] = {"skipped": runs[0]["skipped"] if runs else "not run"}
-            continue
+            ok = [r for r in runs if "skipped" not in r]
+            if not ok:
+                summ[e] = {"skipped": runs[0]["skipped"] if runs else "not run"}
+                continue
         s = {"prefill_tps": _spread([r["prefill_tps"] for r in ok]),
              "decode_tps": _spread([r["decode_tps"] for r in ok]),
              "cost1_ms": _spread([r["cost_ms"]["1"] for r in ok])}
         for T in TS[1:]:
             s[f"cost{T}_ratio"] = _spread([r["cost_ms"][str(T)] / r["cost_ms"]["1"] for r in ok])
             s[f"cost{T}_ms"] = _spread([r["cost_ms"][str(T)] for r in ok])
+        s["all_busy"] = all_busy
         summ[e] = s
     return summ
 
 
 def vs_row(per_run: dict[str, list[dict]], a: str, b: str) -> dict | None:
     """Per-run ratios a/b (runs paired in order, both measured in the same round), then spread."""
-    pa = [r for r in per_run.get(a, []) if "skipped" not in r]
-    pb = [r for r in per_run.get(b, []) if "skipped" not in r]
-    pairs = list(zip(pa, pb))
+    def usable(r):
+        return "skipped" not in r and not r.get("busy")
+
+    pairs = [(x, y) for x, y in zip(per_run.get(a, []), per_run.get(b, [])) if usable(x) and usable(y)]
     if not pairs:
         return None
     out = {"prefill": _spread([x["prefill_tps"] / y["prefill_tps"] for x, y in pairs]),
@@ -496,7 +501,7 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
     L = []
     L.append(f"model `{meta['model_dir']}` ({meta['model_type']}), GGUF `{meta.get('gguf') or '-'}`, "
              f"{meta['threads']} threads, {meta['runs']} runs (engines interleaved; cell = median over runs "
-             f"[min-max], each run's value itself a median of {meta['repeats']} prefill/decode repeats and "
+             f"[min-max] without the runs on a busy machine, each run's value itself a median of {meta['repeats']} prefill/decode repeats and "
              f"{meta['rounds']} window rounds)")
     v = meta["versions"]
     if v.get("strata"):
@@ -523,6 +528,8 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
             notes.append(f"{e}: skipped ({s['skipped']})")
             continue
         label = e + (f" (KV {meta['llama_kv']})" if e == "llama.cpp" else "")
+        if s.get("all_busy"):
+            label += " (busy machine in every run)"
         L.append(f"| {label} | {_fmt(s['prefill_tps'], 0)} | {_fmt(s['decode_tps'], 0)} | {_fmt(s['cost1_ms'], 2)} | "
                  f"{_fmt(s['cost2_ratio'], 2)} | {_fmt(s['cost4_ratio'], 2)} | {_fmt(s['cost8_ratio'], 2)} |")
     if ratios:
@@ -551,7 +558,8 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
         L.append("Greedy decode, identical leading tokens (of " + str(meta["decode"] + 1) + "): " +
                  ", ".join(f"{k} {v}" for k, v in greedy.items()))
     L.append("")
-    L.append("Per run (other processes = cores used by the rest of the machine while that worker ran):")
+    L.append("Per run (other processes = cores used by the rest of the machine while that worker ran; runs "
+             f"above {meta['max_others']} cores were re-run up to {meta['retry_busy']} times):")
     L.append("")
     for e in ENGINES:
         for i, r in enumerate(per_run.get(e, [])):
@@ -561,16 +569,40 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
             L.append(f"- {e} run {i + 1}: prefill {r['prefill_tps']:.0f} tok/s, decode {r['decode_tps']:.1f} tok/s, "
                      f"cost(1) {c['1']:.2f} ms, cost(2/4/8)/cost(1) {c['2'] / c['1']:.2f} / {c['4'] / c['1']:.2f} / "
                      f"{c['8'] / c['1']:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
-                     f"load {r['loadavg_before'][0]:.1f}->{r['loadavg_after'][0]:.1f}")
+                     f"load {r['loadavg_before'][0]:.1f}->{r['loadavg_after'][0]:.1f}"
+                     + (" (busy machine: left out of the medians)" if r.get("busy") else "")
+                     + (f"; {len(r['busy_attempts'])} earlier busy attempt(s) discarded" if r.get("busy_attempts") else ""))
     for n in notes:
         L.append("")
         L.append(f"Note: {n}")
     return "\n".join(L) + "\n"
 
 
+def rerender(path: str, max_others: float, md_out: str | None) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    per_run, meta = data["runs"], data["meta"]
+    for runs in per_run.values():
+        for r in runs:
+            if "skipped" not in r:
+                r["busy"] = r.get("others_cores", 0.0) > max_others
+    meta["max_others"] = max_others
+    meta.setdefault("retry_busy", 0)
+    summ = summarize(per_run)
+    for e, s in data["summary"].items():
+        if "skipped" in s and e not in per_run:
+            summ[e] = s
+    ratios = {o: r for o in ("llama.cpp", "transformers") if (r := vs_row(per_run, "strata", o))}
+    md = markdown(meta, summ, ratios, data["logits"], data["greedy_common_prefix"], per_run)
+    print(md)
+    if md_out:
+        with open(md_out, "w") as f:
+            f.write(md)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model_dir", help="checkpoint folder (config.json + *.safetensors)")
+    ap.add_argument("model_dir", nargs="?", help="checkpoint folder (config.json + *.safetensors)")
     ap.add_argument("--gguf", help="GGUF of the same weights for llama.cpp (default MODEL_DIR/model-f32.gguf)")
     ap.add_argument("--llama-python", help="interpreter with llama-cpp-python (llama.cpp skipped without it)")
     ap.add_argument("--llama-kv", choices=["f16", "f32"], default="f32",
@@ -589,6 +621,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per worker")
     ap.add_argument("--wait-quiet", type=float, default=120.0,
                     help="before each worker, wait up to this many seconds for the machine to quiet down (0: never)")
+    ap.add_argument("--max-others", type=float, default=0.25,
+                    help="a worker during which other processes used more cores than this is re-run "
+                         "(--retry-busy times), else left out of the medians")
+    ap.add_argument("--retry-busy", type=int, default=2)
     ap.add_argument("--quiet-cores", type=float, default=0.3,
                     help="'quiet' = other processes use fewer cores than this over 2 s")
     ap.add_argument("--json-out")
@@ -597,7 +633,14 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         worker_main(*sys.argv[2:5])
         return
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="re-render the tables of an earlier --json-out (with this --max-others) and exit")
     args = ap.parse_args()
+    if args.from_json:
+        rerender(args.from_json, args.max_others, args.md_out)
+        return
+    if not args.model_dir:
+        ap.error("give a model folder (or --from-json)")
 
     import numpy as np
 
@@ -636,18 +679,29 @@ def main() -> None:
             if run_idx == 0:
                 j["check_out"] = check_paths[e] = os.path.join(tmp, f"check-{e.replace('.', '')}.npy")
             print(f"[run {run_idx + 1}/{args.runs}] {e} ...", file=sys.stderr, flush=True)
-            if args.wait_quiet > 0:
-                wait_for_quiet(args.wait_quiet, args.quiet_cores)
-            res = run_worker(e, py, j, tmp, run_idx, args.timeout)
-            if "skipped" in res:
-                print(f"  skipped: {res['skipped']}", file=sys.stderr)
-            else:
+            retired: list[dict] = []
+            for attempt in range(args.retry_busy + 1):
+                if args.wait_quiet > 0:
+                    wait_for_quiet(args.wait_quiet, args.quiet_cores)
+                res = run_worker(e, py, j, tmp, run_idx, args.timeout)
+                if "skipped" in res:
+                    print(f"  skipped: {res['skipped']}", file=sys.stderr)
+                    break
                 loads += [res["loadavg_before"][0], res["loadavg_after"][0]]
                 if "others_cores" in res:
                     others.append(res["others_cores"])
+                busy = res.get("others_cores", 0.0) > args.max_others
                 print(f"  prefill {res['prefill_tps']:.0f} tok/s, decode {res['decode_tps']:.1f} tok/s, "
                       f"cost(1) {res['cost_ms']['1']:.2f} ms, load {res['loadavg_after'][0]:.1f}, "
-                      f"other processes {res.get('others_cores', float('nan')):.2f} cores", file=sys.stderr)
+                      f"other processes {res.get('others_cores', float('nan')):.2f} cores"
+                      + (" (busy machine)" if busy else ""), file=sys.stderr)
+                if not busy:
+                    break
+                res["busy"] = True
+                if attempt < args.retry_busy:
+                    retired.append(res)
+            if retired:
+                res["busy_attempts"] = retired
             per_run[e].append(res)
 
     summ = summarize(per_run)
@@ -669,6 +723,7 @@ def main() -> None:
             "threads": args.threads, "runs": args.runs, "repeats": args.repeats, "rounds": args.rounds,
             "decode": args.decode, "llama_kv": args.llama_kv, "cpu": _cpu_name(), "nproc": os.cpu_count(),
             "load_min": min(loads), "load_max": max(loads),
+            "max_others": args.max_others, "retry_busy": args.retry_busy,
             "others_cores_max": max(others) if others else None,
             "others_cores_median": statistics.median(others) if others else None,
             "versions": {e: next((r["info"] for r in rs if "info" in r), None) for e, rs in per_run.items()},
