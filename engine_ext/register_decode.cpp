@@ -14,6 +14,8 @@
 #include "sampler.h"
 #include "window_model.h"
 
+#include "telemetry_py.h"
+
 namespace py = pybind11;
 using namespace strata;
 
@@ -36,13 +38,6 @@ DrafterKind drafter_kind(const std::string& name) {
     throw py::value_error("unknown drafter '" + name + "' (none, baseline, suffix)");
 }
 
-const char* drafter_name(int kind) {
-    switch (kind) {
-        case 1: return "baseline";
-        case 2: return "suffix";
-        default: return "none";
-    }
-}
 
 DecodeSettings settings_from(const py::kwargs& kw) {
     static const char* known[] = {"max_new", "temperature", "top_k", "top_p", "repetition_penalty",
@@ -79,44 +74,6 @@ DecodeSettings settings_from(const py::kwargs& kw) {
 
 }  // namespace
 
-// Telemetry as a dict with the names of strata.protocol.WindowStats.
-py::dict telemetry_dict(const WindowTelemetry& t) {
-    py::dict d;
-    d["pos0"] = t.pos0;
-    d["T"] = t.T;
-    d["n_drafted"] = t.n_drafted;
-    d["n_accept"] = t.n_accept;
-    d["keep"] = t.keep;
-    d["emitted"] = t.emitted;
-    d["match_len"] = t.match_len;
-    d["drafter"] = drafter_name(t.drafter);
-    d["window_us"] = t.window_us;
-    d["run_us"] = t.run_us;
-    d["fold_us"] = t.fold_us;
-    d["hits"] = t.hits;
-    d["cold_misses"] = t.cold_misses;
-    d["urgent_loads"] = t.urgent_loads;
-    d["prefetch_issued"] = t.prefetch_issued;
-    d["prefetch_used"] = t.prefetch_used;
-    d["prefetch_wasted"] = t.prefetch_wasted;
-    d["late_wait_us"] = t.late_wait_us;
-    d["bytes_read"] = t.bytes_read;
-    d["prefetched_bytes"] = t.prefetched_bytes;
-    d["extra_cold"] = t.extra_cold;
-    d["cache_slots_used"] = t.cache_slots_used;
-    d["cache_slots_total"] = t.cache_slots_total;
-    d["approximate"] = t.approximate;
-    d["union_per_layer"] = t.union_per_layer;
-    py::list experts;
-    for (size_t l = 0; l + 1 < t.expert_offsets.size(); ++l) {
-        py::list ids;
-        for (int k = t.expert_offsets[l]; k < t.expert_offsets[l + 1] && k < int(t.expert_ids.size()); ++k)
-            ids.append(t.expert_ids[k]);
-        experts.append(ids);
-    }
-    d["experts"] = experts;
-    return d;
-}
 
 void register_decode(py::module_& m) {
     // The engine's register_model normally declares WindowModel (and the error mapping); declare

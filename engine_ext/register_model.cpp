@@ -7,6 +7,8 @@
 
 #include "model.h"
 
+#include "telemetry_py.h"
+
 namespace py = pybind11;
 using namespace strata;
 
@@ -47,37 +49,6 @@ ModelSpec spec_from_dict(const py::dict& d) {
     return s;
 }
 
-py::dict telemetry_dict(const WindowTelemetry& t) {
-    py::dict d;
-    d["pos0"] = t.pos0;
-    d["T"] = t.T;
-    d["n_drafted"] = t.n_drafted;
-    d["n_accept"] = t.n_accept;
-    d["keep"] = t.keep;
-    d["emitted"] = t.emitted;
-    d["match_len"] = t.match_len;
-    d["drafter"] = t.drafter;
-    d["window_us"] = t.window_us;
-    d["run_us"] = t.run_us;
-    d["fold_us"] = t.fold_us;
-    d["hits"] = t.hits;
-    d["cold_misses"] = t.cold_misses;
-    d["urgent_loads"] = t.urgent_loads;
-    d["prefetch_issued"] = t.prefetch_issued;
-    d["prefetch_used"] = t.prefetch_used;
-    d["prefetch_wasted"] = t.prefetch_wasted;
-    d["late_wait_us"] = t.late_wait_us;
-    d["bytes_read"] = t.bytes_read;
-    d["prefetched_bytes"] = t.prefetched_bytes;
-    d["extra_cold"] = t.extra_cold;
-    d["cache_slots_used"] = t.cache_slots_used;
-    d["cache_slots_total"] = t.cache_slots_total;
-    d["approximate"] = t.approximate;
-    d["union_per_layer"] = t.union_per_layer;
-    d["expert_ids"] = t.expert_ids;
-    d["expert_offsets"] = t.expert_offsets;
-    return d;
-}
 
 std::vector<int32_t> tokens_from(const py::object& obj) {
     auto arr = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);

@@ -21,6 +21,8 @@
 #include "routing_moce.h"
 #include "window_model.h"
 
+#include "telemetry_py.h"
+
 namespace py = pybind11;
 
 namespace {
@@ -42,22 +44,6 @@ py::array copy_mat(const strata::MatView& m) {
     return std::move(a);
 }
 
-py::dict telemetry_dict(const strata::WindowTelemetry& t) {
-    py::dict d;
-    d["hits"] = t.hits;
-    d["cold_misses"] = t.cold_misses;
-    d["urgent_loads"] = t.urgent_loads;
-    d["prefetch_issued"] = t.prefetch_issued;
-    d["prefetch_used"] = t.prefetch_used;
-    d["prefetch_wasted"] = t.prefetch_wasted;
-    d["late_wait_us"] = t.late_wait_us;
-    d["bytes_read"] = t.bytes_read;
-    d["prefetched_bytes"] = t.prefetched_bytes;
-    d["extra_cold"] = t.extra_cold;
-    d["cache_slots_used"] = t.cache_slots_used;
-    d["cache_slots_total"] = t.cache_slots_total;
-    return d;
-}
 
 // `threads` threads pread `block` bytes at each offset (O_DIRECT when asked and allowed).
 std::pair<int64_t, double> raw_read(const std::string& path, const std::vector<int64_t>& offsets, int64_t block,
@@ -274,7 +260,7 @@ void register_stream(py::module_& m) {
         .def("drain_telemetry", [](StreamingExpertStore& s) {
             strata::WindowTelemetry t;
             s.drain_telemetry(t);
-            return telemetry_dict(t);
+            return strata::telemetry_dict(t);
         })
         .def("inject_read_error", &StreamingExpertStore::inject_read_error, py::arg("layer"),
              py::arg("expert"), py::arg("times") = 1, "Test hook: fail the next reads of one expert with EIO.")
