@@ -1,4 +1,5 @@
 #include "drafter.h"
+#include "hash.h"
 
 #include <algorithm>
 
@@ -6,14 +7,6 @@ namespace strata {
 
 namespace {
 
-inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 inline uint64_t trigram_key(int32_t a, int32_t b, int32_t c) {
     return mix64(mix64(mix64(uint64_t(uint32_t(a)) + 0x9e3779b97f4a7c15ULL) ^ uint32_t(b)) ^

@@ -1,4 +1,5 @@
 #include "fake_model.h"
+#include "hash.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,14 +9,6 @@ namespace strata {
 
 namespace {
 
-inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 inline float unit(uint64_t key, int v) {
     return float(mix64(key ^ (uint64_t(v) * 0x9e3779b97f4a7c15ULL)) >> 40) * (1.f / 16777216.f);

@@ -76,22 +76,7 @@ DecodeSettings settings_from(const py::kwargs& kw) {
 
 
 void register_decode(py::module_& m) {
-    // The engine's register_model normally declares WindowModel (and the error mapping); declare
-    // them here only when it has not, so the decoding area also works on its own.
-    if (!py::detail::get_type_info(typeid(WindowModel))) {
-        py::class_<WindowModel, std::shared_ptr<WindowModel>>(m, "WindowModel");
-    }
-    py::register_exception_translator([](std::exception_ptr p) {
-        try {
-            if (p) std::rethrow_exception(p);
-        } catch (const WindowError& e) {
-            py::object cls = py::module_::import("strata.errors").attr("WindowError");
-            PyErr_SetString(cls.ptr(), e.what());
-        } catch (const ModelError& e) {
-            py::object cls = py::module_::import("strata.errors").attr("ModelError");
-            PyErr_SetString(cls.ptr(), e.what());
-        }
-    });
+    // WindowModel and the error mapping are registered by register_model (module.cpp calls it first).
 
     // ---- fake model
     py::class_<FakeWindowModel, WindowModel, std::shared_ptr<FakeWindowModel>>(m, "FakeLM",

@@ -88,21 +88,8 @@ std::pair<int64_t, double> raw_read(const std::string& path, const std::vector<i
 
 void register_stream(py::module_& m) {
     using strata::StreamingExpertStore;
-    // The engine registers the ExpertStore base in register_model.cpp (which runs first); if a
-    // build has no engine bindings yet, register it here so the store still binds.
-    if (!py::detail::get_type_info(typeid(strata::ExpertStore)))
-        py::class_<strata::ExpertStore, std::shared_ptr<strata::ExpertStore>>(m, "ExpertStore");
-
-    // C++ ModelError (bad/corrupt pack, failed read) -> strata.ModelError. The engine's bindings
-    // register the same mapping; a second registration is harmless and keeps this area standalone.
-    py::register_exception_translator([](std::exception_ptr p) {
-        try {
-            if (p) std::rethrow_exception(p);
-        } catch (const strata::ModelError& e) {
-            py::object cls = py::module_::import("strata.errors").attr("ModelError");
-            PyErr_SetString(cls.ptr(), e.what());
-        }
-    });
+    // The ExpertStore base and the C++ -> strata.errors mapping are registered by register_model
+    // (module.cpp calls it first).
 
     m.def("crc32", [](py::buffer b, uint32_t crc) {
         py::buffer_info info = b.request();

@@ -1,4 +1,5 @@
 #include "sampler.h"
+#include "hash.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,14 +9,6 @@ namespace strata {
 
 namespace {
 
-inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
 
 // Higher value first, then lower id: a total order, so every selection below is deterministic.
 struct ByValue {
