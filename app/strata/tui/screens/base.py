@@ -59,7 +59,7 @@ class EngineScreen(Screen):
 
     @property
     def busy(self) -> bool:
-        return any(w.group == "engine" and w.is_running for w in self.workers)
+        return any(w.group in ("engine", "open") and w.is_running for w in self.workers)
 
     def start_run(self, source: EventSource, sink: Callable[[str], None]) -> int:
         self.run_id = next(_run_ids)

@@ -70,7 +70,9 @@ class EditScreen(EngineScreen):
         self._open()
 
     # -- engine work (threads) -----------------------------------------------------------
-    @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
+    # Its own group: the ready message it posts starts the next "engine" worker, and an
+    # exclusive start in the same group would cancel this one while it is still finishing.
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open")
     def _open(self) -> None:
         app = self.app
         try:
