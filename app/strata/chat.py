@@ -44,6 +44,19 @@ def check_model(info_model: dict[str, Any], generator: TextGenerator, what: str)
             f"model is {getattr(generator, 'model_name', '?')} ({have}); pass the same --model")
 
 
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
+def open_recorded(store, session_id: str, kind: str, generator: TextGenerator):
+    """The stored session `session_id`, checked to be a `kind` session of the loaded model."""
+    info = store.get_session(session_id)
+    if info.kind != kind:
+        raise SessionError(f"session {info.id} is {_a(info.kind)} session, not {_a(kind)}")
+    check_model(info.model, generator, f"session {info.id}")
+    return info
+
+
 class ChatSession:
     """A conversation. `store=None` keeps everything in memory (an unsaved session)."""
 
@@ -64,10 +77,7 @@ class ChatSession:
         self._end_text: dict[int, str] = {}  # turn -> the text of the end token it stopped on
         self.session_id: str | None = None
         if store is not None and session_id is not None:
-            info = store.get_session(session_id)
-            if info.kind != "chat":
-                raise SessionError(f"session {info.id} is an {info.kind} session, not a chat")
-            check_model(info.model, generator, f"session {info.id}")
+            info = open_recorded(store, session_id, "chat", generator)
             self.session_id = info.id
             if settings is None:
                 self.settings = GenerationSettings.from_dict(info.settings)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from . import prompts
-from .chat import check_model
+from .chat import open_recorded
 from .errors import EditError, ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import (CheckpointRing, SessionStore, TurnRecord, atomic_write_bytes, model_identity,
@@ -206,10 +206,7 @@ class EditSession:
         self.display_path = str(self.path)
         self.session_id: str | None = None
         if store is not None and session_id is not None:
-            info = store.get_session(session_id)
-            if info.kind != "edit":
-                raise SessionError(f"session {info.id} is a {info.kind} session, not an edit")
-            check_model(info.model, generator, f"session {info.id}")
+            info = open_recorded(store, session_id, "edit", generator)
             self.session_id = info.id
             self.turns = store.turns(info.id)
         elif store is not None:
