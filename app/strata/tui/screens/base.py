@@ -13,6 +13,7 @@ from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
+from textual.widgets import Static
 
 from ...protocol import WindowEvent, WindowStats
 from ..messages import GenerationFinished, TelemetryUpdate
@@ -56,6 +57,11 @@ class EngineScreen(Screen):
         self.run_id = 0
         self._stop = threading.Event()
         self._seen = 0
+
+    def _status(self, text: str, error: bool = False) -> None:
+        status = self.query_one("#status", Static)
+        status.update(text)
+        status.set_class(error, "-error")
 
     @property
     def busy(self) -> bool:

@@ -133,11 +133,6 @@ class ChatScreen(EngineScreen):
             transcript.add_message("user", turn.input)
             transcript.add_message("assistant", turn.output)
 
-    def _status(self, text: str, error: bool = False) -> None:
-        status = self.query_one("#status", Static)
-        status.update(text)
-        status.set_class(error, "-error")
-
     @on(Input.Submitted, "#prompt")
     def send(self, event: Input.Submitted) -> None:
         text = event.value.strip()

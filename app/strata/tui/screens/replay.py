@@ -104,11 +104,6 @@ class ReplayScreen(EngineScreen):
             block.border_subtitle = (f"{r.emitted} tokens \u00b7 {r.tokens_per_window:.2f}/window "
                                      f"\u00b7 drafts kept {r.acceptance:.0%}")
 
-    def _status(self, text: str, error: bool = False) -> None:
-        status = self.query_one("#status", Static)
-        status.update(text)
-        status.set_class(error, "-error")
-
     def on_generation_finished(self, message: GenerationFinished) -> None:
         if message.run_id != self.run_id:
             return
