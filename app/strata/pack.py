@@ -25,11 +25,12 @@ import tempfile
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
 from .errors import ModelError, UsageError
+from .safetensors_io import TensorInfo, checkpoint_files, read_header
 
 PACK_FORMAT = "strata-pack"
 PACK_VERSION = 1
@@ -66,67 +67,27 @@ _SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".msgp
 # --------------------------------------------------------------------------- safetensors
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor in a safetensors file: where its bytes are and how to read them."""
-
-    name: str
-    path: str
-    offset: int          # absolute byte offset in `path`
-    nbytes: int
-    dtype: str           # safetensors name: "BF16", "F32", ...
-    shape: tuple[int, ...]
+def _check_dtypes(path: str, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+    for name, t in tensors.items():
+        if t.dtype not in _ST_DTYPES:
+            raise ModelError(f"{path}: tensor {name!r}: unknown dtype {t.dtype!r}")
+    return tensors
 
 
 def read_safetensors_header(path: str) -> dict[str, TensorInfo]:
-    """Parses a safetensors header (no tensor bytes are read). Raises ModelError on bad files."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) != 8:
-                raise ModelError(f"{path}: not a safetensors file (shorter than 8 bytes)")
-            (n,) = struct.unpack("<Q", head)
-            if n > min(size - 8, 100 << 20):
-                raise ModelError(f"{path}: safetensors header length {n} is out of range")
-            meta = json.loads(f.read(n))
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read safetensors header: {e.strerror or e}") from e
-    except ValueError as e:  # JSON and UTF-8 errors
-        raise ModelError(f"{path}: malformed safetensors header: {e}") from e
-    if not isinstance(meta, dict):
-        raise ModelError(f"{path}: malformed safetensors header (not an object)")
-    base = 8 + n
-    out: dict[str, TensorInfo] = {}
-    for name, t in meta.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (a, b) = t["dtype"], tuple(int(s) for s in t["shape"]), t["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise ModelError(f"{path}: tensor {name!r}: malformed header entry") from e
-        if dtype not in _ST_DTYPES:
-            raise ModelError(f"{path}: tensor {name!r}: unknown dtype {dtype!r}")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if b - a != count * _ST_DTYPES[dtype][1] or a < 0 or base + b > size:
-            raise ModelError(f"{path}: tensor {name!r}: byte range [{a}, {b}) does not match "
-                             f"shape {list(shape)} {dtype} or lies past the end of the file")
-        out[name] = TensorInfo(name, path, base + a, b - a, dtype, shape)
-    return out
+    """The checked header of one safetensors file (strata.safetensors_io), limited to the dtypes a
+    pack can copy."""
+    return _check_dtypes(path, read_header(path))
 
 
 def checkpoint_tensors(folder: str) -> dict[str, TensorInfo]:
     """All tensors of a Hugging Face checkpoint folder (one or many *.safetensors shards)."""
-    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
-    if not files:
-        raise ModelError(f"{folder}: no *.safetensors files (pickled .bin checkpoints are not "
-                         "loaded; convert them to safetensors first)")
     table: dict[str, TensorInfo] = {}
-    for fn in files:
-        for name, info in read_safetensors_header(os.path.join(folder, fn)).items():
+    for path in checkpoint_files(folder):
+        for name, info in read_safetensors_header(path).items():
             if name in table:
                 raise ModelError(f"{folder}: tensor {name!r} appears in both "
-                                 f"{os.path.basename(table[name].path)} and {fn}")
+                                 f"{os.path.basename(table[name].path)} and {os.path.basename(path)}")
             table[name] = info
     return table
 
