@@ -12,51 +12,9 @@ from textual.widgets import Input  # noqa: E402
 from strata.tui.app import StrataApp  # noqa: E402
 from strata.tui.widgets.transcript import Transcript  # noqa: E402
 
-from strata import prompts  # noqa: E402
-from strata.generate import Generator  # noqa: E402
+from fakelm_helpers import make_generator  # noqa: E402
 
 from tui_helpers import asynctest, settle  # noqa: E402
-
-E = pytest.importorskip("strata._engine")
-SPECIALS = {t: 256 + i for i, t in enumerate(prompts.SPECIAL_TOKENS)}
-
-
-class ByteTokenizer:
-    """UTF-8 bytes plus the special tokens: enough for the cores, not a real vocabulary."""
-
-    chat_template = None
-    eos_ids = [SPECIALS[prompts.IM_END], SPECIALS[prompts.ENDOFTEXT]]
-
-    def encode(self, text):
-        ids, i = [], 0
-        while i < len(text):
-            special = next((t for t in SPECIALS if text.startswith(t, i)), None)
-            if special is not None:
-                ids.append(SPECIALS[special])
-                i += len(special)
-            else:
-                ids.extend(text[i].encode("utf-8"))
-                i += 1
-        return ids
-
-    def decode(self, ids, *, skip_special=False):
-        names = {v: k for k, v in SPECIALS.items()}
-        out, buf = [], bytearray()
-        for t in ids:
-            if t < 256:
-                buf.append(t)
-                continue
-            out.append(buf.decode("utf-8", "replace"))
-            buf = bytearray()
-            if not skip_special:
-                out.append(names[t])
-        out.append(buf.decode("utf-8", "replace"))
-        return "".join(out)
-
-
-def make_generator(seed: int = 3) -> Generator:
-    lm = E.FakeLM(256 + len(SPECIALS), seed=seed, context_limit=4096, copy_bias=14.0)
-    return Generator(lm, ByteTokenizer(), model_name=f"fakelm-{seed}", model_id=f"fakelm-{seed}")
 
 
 @asynctest
