@@ -84,6 +84,21 @@ std::pair<int64_t, double> raw_read(const std::string& path, const std::vector<i
     return {bytes.load(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
+strata::RoutingOptions routing_options(bool cache_aware, int protect, float bonus, int draft_protect,
+                                       float draft_bonus, bool hard_budget, int budget_anchors,
+                                       bool root_only_readahead) {
+    strata::RoutingOptions o;
+    o.cache_aware = cache_aware;
+    o.protect = protect;
+    o.bonus = bonus;
+    o.draft_protect = draft_protect;
+    o.draft_bonus = draft_bonus;
+    o.hard_budget = hard_budget;
+    o.budget_anchors = budget_anchors;
+    o.root_only_readahead = root_only_readahead;
+    return o;
+}
+
 }  // namespace
 
 void register_stream(py::module_& m) {
@@ -119,14 +134,8 @@ void register_stream(py::module_& m) {
               const int rows = int(logits.shape(0)), E = int(logits.shape(1));
               if (k < 1 || k > E) throw py::value_error("k must be in 1..experts");
               if (ready && ready->size() != E) throw py::value_error("ready must have one entry per expert");
-              strata::RoutingOptions o;
-              o.cache_aware = cache_aware;
-              o.protect = protect;
-              o.bonus = bonus;
-              o.draft_protect = draft_protect;
-              o.draft_bonus = draft_bonus;
-              o.hard_budget = hard_budget;
-              o.budget_anchors = budget_anchors;
+              const strata::RoutingOptions o = routing_options(cache_aware, protect, bonus, draft_protect,
+                                                               draft_bonus, hard_budget, budget_anchors, false);
               py::array_t<int32_t> idx({rows, k});
               py::array_t<float> w({rows, k});
               strata::route_window(logits.data(), rows, E, k, renormalize, o, ready ? ready->data() : nullptr,
@@ -147,15 +156,9 @@ void register_stream(py::module_& m) {
             [](strata::Engine& e, bool cache_aware, int protect, float bonus, int draft_protect, float draft_bonus,
                bool hard_budget, int budget_anchors, bool root_only_readahead) {
                 if (e.window_open()) throw strata::WindowError("set_routing: commit the open window first");
-                strata::RoutingOptions o;
-                o.cache_aware = cache_aware;
-                o.protect = protect;
-                o.bonus = bonus;
-                o.draft_protect = draft_protect;
-                o.draft_bonus = draft_bonus;
-                o.hard_budget = hard_budget;
-                o.budget_anchors = budget_anchors;
-                o.root_only_readahead = root_only_readahead;
+                const strata::RoutingOptions o = routing_options(cache_aware, protect, bonus, draft_protect,
+                                                                 draft_bonus, hard_budget, budget_anchors,
+                                                                 root_only_readahead);
                 e.set_routing(o);
             },
             py::is_method(engine_cls), py::name("set_routing"), py::arg("cache_aware") = false,
