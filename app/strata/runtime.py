@@ -53,7 +53,10 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
         check_stream_options(FAKE_MODEL, opts)
         from .fake import FakeGenerator
 
-        return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")})
+        hold = os.environ.get("STRATA_FAKE_HOLD")  # "N:FILE" or "end:FILE": see FakeGenerator
+        held = dict(zip(("hold_at", "hold_file"), hold.split(":", 1))) if hold and ":" in hold else {}
+        return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")},
+                             **held)
     path = resolve_model(model)
     check_stream_options(path, opts)
     try:
