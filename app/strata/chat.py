@@ -35,6 +35,10 @@ def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
         raise ModelError(f"chat template cannot be rendered: {exc}") from None
 
 
+class StoredTurnError(SessionError):
+    """Undo would delete a turn that an earlier run stored; the caller must confirm."""
+
+
 def check_model(info_model: dict[str, Any], generator: TextGenerator, what: str) -> None:
     """Refuse to continue a recording made by another model."""
     want, have = str(info_model.get("id", "")), str(getattr(generator, "model_id", ""))
@@ -76,12 +80,15 @@ class ChatSession:
         self._context = ""          # the text committed to the engine so far
         self._end_text: dict[int, str] = {}  # turn -> the text of the end token it stopped on
         self.session_id: str | None = None
+        # turns recorded by an earlier run: undoing one deletes stored history, so it needs a yes
+        self.resumed_turns = 0
         if store is not None and session_id is not None:
             info = open_recorded(store, session_id, "chat", generator)
             self.session_id = info.id
             if settings is None:
                 self.settings = GenerationSettings.from_dict(info.settings)
             self.turns = store.turns(info.id)
+            self.resumed_turns = len(self.turns)
             self.system = next((m["content"] for m in store.messages(info.id) if m["role"] == "system"), system)
         elif store is not None:
             self.session_id = store.create_session("chat", model_identity(generator), self.settings, title=title)
@@ -220,14 +227,24 @@ class ChatSession:
             self.store.add_windows(self.session_id, index, windows)
         self.ring.push(index, self.generator.pos, self.generator.snapshot())
 
-    def undo(self) -> TurnRecord:
-        """Remove the last turn and put the engine back to the turn before it."""
+    def undo_deletes_stored(self) -> bool:
+        """True when undoing the last turn would delete a turn an earlier run recorded."""
+        return bool(self.turns) and self.store is not None and self.turns[-1].index < self.resumed_turns
+
+    def undo(self, *, delete_stored: bool = False) -> TurnRecord:
+        """Remove the last turn and put the engine back to the turn before it. A turn recorded
+        by an earlier run of a resumed session is deleted from the store only with
+        `delete_stored=True` (else a StoredTurnError says so and nothing changes)."""
         if not self.turns:
             raise SessionError("nothing to undo: the conversation is empty")
         last = self.turns[-1]
+        if self.undo_deletes_stored() and not delete_stored:
+            raise StoredTurnError(f"turn {last.index + 1} of session {self.session_id} was recorded before "
+                                  "this run; undoing it deletes it from the session store (confirm first)")
         keep = len(self.turns) - 1
         self._rewind(keep - 1)
         self.turns = self.turns[:keep]
+        self.resumed_turns = min(self.resumed_turns, keep)
         self._end_text = {k: v for k, v in self._end_text.items() if k < keep}
         self._context = self._context_after(keep)
         if self.store is not None and self.session_id is not None:
@@ -235,9 +252,10 @@ class ChatSession:
         return last
 
     def retry(self, settings: GenerationSettings | None = None,
-              should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
+              should_stop: Callable[[], bool] | None = None, *,
+              delete_stored: bool = False) -> Iterator[WindowEvent]:
         """Undo the last turn and send its input again (e.g. with other settings)."""
-        last = self.undo()
+        last = self.undo(delete_stored=delete_stored)
         return self.send(last.input, settings, should_stop)
 
     def save_state(self) -> None:

@@ -411,13 +411,16 @@ def sessions_export(session_id: str = typer.Argument(..., help="Session id or un
 def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL)."),
                     as_json: bool = JsonOpt) -> None:
     """Import a JSONL session file into the session store."""
-    from ..session_format import import_recording, read_session_file
+    from ..session_format import import_session, read_session_file
 
     rec = read_session_file(file)
-    sid = import_recording(_open_store(), rec)
+    result = import_session(_open_store(), rec)
+    sid = result.session_id
     if as_json:
-        _print_json({"session": sid, "turns": len(rec.turns), "kind": rec.kind})
+        _print_json({"session": sid, "turns": len(rec.turns), "kind": rec.kind, "created": result.created})
     else:
+        if not result.created:
+            _stderr(f"strata: {file}: already in the store as session {sid}; nothing imported")
         print(sid)
 
 
