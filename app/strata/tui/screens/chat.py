@@ -108,8 +108,10 @@ class ChatScreen(EngineScreen):
             return True
         self._pending_confirm = (action, len(chat.turns))  # type: ignore[union-attr]
         n = chat.turns[-1].index + 1  # type: ignore[union-attr]
-        self.notify(f"turn {n} was stored by an earlier run of session {chat.session_id}: {action} "  # type: ignore[union-attr]
-                    f"deletes it from the store; press the key again to go on", severity="warning")
+        note = (f"turn {n} was stored by an earlier run of session {chat.session_id}: "  # type: ignore[union-attr]
+                f"{action} deletes it from the store; press the key again to go on")
+        self._status(note, error=True)
+        self.post_message(StatusNote(note, error=True))
         return None
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
