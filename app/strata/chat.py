@@ -13,6 +13,7 @@ from . import prompts
 from .errors import ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import CheckpointRing, SessionStore, TurnRecord, model_identity
+from .textcheck import checked_text
 
 
 def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
@@ -179,6 +180,7 @@ class ChatSession:
         """Stream the reply to `text`. The turn is recorded when the stream ends (also when the
         consumer stops early: then with stop_reason "stopped")."""
         settings = settings or self.settings
+        checked_text(text, "the message")
         msgs = self.messages + [{"role": "user", "content": text}]
         prompt = render_chat(msgs, add_generation_prompt=True, template=self.template)
         if not prompt.startswith(self._context):

@@ -119,7 +119,9 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
         try:
             obj = json.loads(raw)
         except ValueError as exc:
-            raise SessionError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise SessionError(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+        except RecursionError:
+            raise SessionError(f"{where}: JSON nested too deeply for a session record") from None
         _expect(isinstance(obj, dict), where, "expected a JSON object")
         if rec is None:
             if obj.get("format") != FORMAT:
