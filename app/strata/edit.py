@@ -283,8 +283,10 @@ class EditSession:
 
     # -- rounds ------------------------------------------------------------------------------
     def propose(self, instruction: str, settings: GenerationSettings | None = None,
-                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
-        """Stream a rewrite under `instruction`. When the stream ends, `self.proposal` holds it."""
+                should_stop: Callable[[], bool] | None = None, *,
+                max_tokens: int | None = None) -> Iterator[WindowEvent]:
+        """Stream a rewrite under `instruction`. When the stream ends, `self.proposal` holds it.
+        `max_tokens` caps the rewrite below the usual room (replay of a stopped round)."""
         if not instruction.strip():
             raise EditError("the instruction is empty; say what to change")
         checked_text(instruction, "the instruction")
@@ -292,8 +294,10 @@ class EditSession:
         self.proposal = None
         self._read_file()  # every round starts from the checkpoint after the file
         ids = self.generator.encode(prompts.edit_instruction_suffix(instruction))
-        run_settings = GenerationSettings.from_dict({**settings.to_dict(),
-                                                     "max_new": self._max_new(settings, len(ids))})
+        max_new = self._max_new(settings, len(ids))
+        if max_tokens is not None:
+            max_new = max(0, min(max_new, max_tokens))
+        run_settings = GenerationSettings.from_dict({**settings.to_dict(), "max_new": max_new})
         return self._run(instruction, ids, run_settings, settings, should_stop)
 
     def _run(self, instruction: str, ids: list[int], run_settings: GenerationSettings,

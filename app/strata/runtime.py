@@ -68,6 +68,13 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     gen = from_path(str(path), **opts) if from_path is not None else Generator(str(path), **opts)
     try:
         gen.model_path = str(path.resolve())  # recorded in sessions so replay can find the model
+        # recorded in sessions too, so a replay can say why its output differs
+        routing = opts.get("routing") or None
+        gen.routing = routing
+        if routing:
+            from .pack import routing_is_approximate
+
+            gen.approximate = routing_is_approximate(routing)
     except AttributeError:
         pass
     return gen

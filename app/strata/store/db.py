@@ -106,6 +106,10 @@ def model_identity(generator: Any, **extra: Any) -> dict[str, Any]:
              "context_limit": int(getattr(generator, "context_limit", 0) or 0)}
     if getattr(generator, "model_path", None):
         ident["path"] = str(generator.model_path)
+    routing = getattr(generator, "routing", None)
+    if routing:  # cache-aware routing (MoCE) and friends: the mode, and whether it changes output
+        ident["routing"] = dict(routing)
+        ident["approximate"] = bool(getattr(generator, "approximate", False))
     ident.update({k: v for k, v in extra.items() if v is not None})
     return ident
 
