@@ -17,23 +17,14 @@ from .textcheck import checked_text
 
 
 def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
-                template: str | None = None) -> str:
-    """Render messages with a chat template in a sandbox: a template comes from a model
-    folder, so it is untrusted code."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+                template: str | None = None, special_tokens: dict[str, Any] | None = None,
+                **template_kwargs: Any) -> str:
+    """Render messages with a chat template (strata.templates: the one sandboxed environment,
+    rendering as transformers' apply_chat_template does)."""
+    from .templates import render
 
-    def raise_exception(message: str) -> None:
-        raise ModelError(f"chat template refused the conversation: {message}")
-
-    env = ImmutableSandboxedEnvironment(keep_trailing_newline=True)
-    env.globals["raise_exception"] = raise_exception
-    try:
-        return env.from_string(template or prompts.CHAT_TEMPLATE).render(
-            messages=messages, add_generation_prompt=add_generation_prompt,
-            eos_token=prompts.IM_END, bos_token="")
-    except TemplateError as exc:
-        raise ModelError(f"chat template cannot be rendered: {exc}") from None
+    return render(template or prompts.CHAT_TEMPLATE, messages, add_generation_prompt=add_generation_prompt,
+                  special_tokens=special_tokens, **template_kwargs)
 
 
 class StoredTurnError(SessionError):
@@ -68,7 +59,7 @@ class ChatSession:
     def __init__(self, generator: TextGenerator, settings: GenerationSettings | None = None, *,
                  store: SessionStore | None = None, session_id: str | None = None,
                  system: str | None = None, ring_size: int | None = None,
-                 title: str | None = None) -> None:
+                 title: str | None = None, template_kwargs: dict[str, Any] | None = None) -> None:
         self.generator = generator
         self.settings = settings or GenerationSettings()
         self.store = store
@@ -76,6 +67,9 @@ class ChatSession:
         self.template = (getattr(generator, "chat_template", None)
                          or getattr(getattr(generator, "tokenizer", None), "chat_template", None)
                          or prompts.CHAT_TEMPLATE)
+        tokenizer = getattr(generator, "tokenizer", None)
+        self.special_tokens = dict(getattr(tokenizer, "special_tokens_map", None) or {})
+        self.template_kwargs = dict(template_kwargs or {})  # e.g. enable_thinking=False
         self.turns: list[TurnRecord] = []
         self.last_windows: list[WindowStats] = []
         self._context = ""          # the text committed to the engine so far
@@ -119,8 +113,12 @@ class ChatSession:
             msgs += [{"role": "user", "content": t.input}, {"role": "assistant", "content": t.output}]
         last = self.turns[n_turns - 1]
         msgs.append({"role": "user", "content": last.input})
-        text = render_chat(msgs, add_generation_prompt=True, template=self.template) + last.output
+        text = self._render(msgs) + last.output
         return text + self._end(n_turns - 1, last.stop_reason)
+
+    def _render(self, msgs: list[dict[str, str]]) -> str:
+        return render_chat(msgs, add_generation_prompt=True, template=self.template,
+                           special_tokens=self.special_tokens, **self.template_kwargs)
 
     def _end(self, index: int, stop_reason: str | None) -> str:
         # the end token is emitted (and stays in the engine) but its text is not in the output
@@ -182,7 +180,7 @@ class ChatSession:
         settings = settings or self.settings
         checked_text(text, "the message")
         msgs = self.messages + [{"role": "user", "content": text}]
-        prompt = render_chat(msgs, add_generation_prompt=True, template=self.template)
+        prompt = self._render(msgs)
         if not prompt.startswith(self._context):
             # the template rewrote earlier turns (some do): start over from the full text
             self.generator.reset()
