@@ -43,26 +43,38 @@ def test_sigkill_during_atomic_writes_leaves_old_or_new_content(tmp_path):
             assert p == target or p.name.startswith(".strata-precious.txt."), p
 
 
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    # the child creates `path` when it reaches the hold point and then blocks there for good;
+    # waiting on it (not on a clock) makes the kill land at that point on any machine
+    while not path.exists():
+        assert proc.poll() is None, f"strata edit exited ({proc.returncode}) before the hold point"
+        time.sleep(0.01)
+
+
 def test_sigkill_during_edit_accept_keeps_the_file(tmp_path):
-    # a whole headless `strata edit --yes` killed at varying points: the file is always the
-    # original or the complete rewrite
+    # a whole headless `strata edit --yes` killed at known points (first window, mid-rewrite,
+    # the last window just before the accept): the file is always the original or the
+    # complete rewrite, and the run that is not killed really writes it
     original = "".join(f"line {i}\n" for i in range(350))  # fits the fake's context
     target = tmp_path / "big.txt"
-    env = dict(os.environ, STRATA_ALLOW_FAKE="1", STRATA_HOME=str(tmp_path / "home"))
-    env["PYTHONPATH"] = APP + os.pathsep + env.get("PYTHONPATH", "")
+    base_env = dict(os.environ, STRATA_ALLOW_FAKE="1", STRATA_HOME=str(tmp_path / "home"))
+    base_env["PYTHONPATH"] = APP + os.pathsep + base_env.get("PYTHONPATH", "")
     rewritten = original.replace("line", "LINE")
-    killed = 0
-    for delay in (0.3, 1.0, None):
+    for hold in ("1", "40", "end", None):
         target.write_text(original)
+        marker = tmp_path / f"held-{hold}"
+        env = dict(base_env)
+        if hold is not None:
+            env["STRATA_FAKE_HOLD"] = f"{hold}:{marker}"
         proc = subprocess.Popen([sys.executable, "-m", "strata", "edit", str(target), "-m", "fake",
                                  "-i", "replace line with LINE", "--yes", "--no-save"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        if delay is not None:
-            time.sleep(delay)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        if hold is not None:
+            _wait_for(marker, proc)
             proc.send_signal(signal.SIGKILL)
-        killed += proc.wait(timeout=60) == -signal.SIGKILL
-        text = target.read_text()
-        assert text in (original, rewritten)
-    # the last run was not killed: the edit really happens
-    assert text == rewritten
-    assert killed >= 1
+            assert proc.wait(timeout=60) == -signal.SIGKILL
+            assert target.read_text() == original, f"file changed by a run killed at window {hold}"
+        else:
+            err = proc.communicate(timeout=120)[1]
+            assert proc.returncode == 0, err.decode()
+            assert target.read_text() == rewritten

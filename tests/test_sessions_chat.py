@@ -134,6 +134,8 @@ def test_chat_template_runs_sandboxed():
     assert isinstance(info.value, ModelError)
     refusing = "{{ raise_exception('no system role') }}"
     with pytest.raises(ModelError, match="no system role"):
+        render_chat([{"role": "user", "content": "x"}], add_generation_prompt=False, template=refusing)
+    with pytest.raises(ModelError, match="empty conversation"):  # as apply_chat_template refuses it
         render_chat([], add_generation_prompt=False, template=refusing)
 
 

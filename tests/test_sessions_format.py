@@ -39,8 +39,13 @@ def test_export_import_round_trip(store, tmp_path):
     assert [(t.input, t.output, t.stop_reason) for t in back.turns] == \
         [(t.input, t.output, t.stop_reason) for t in rec.turns]
     assert back.windows == rec.windows
+    # into the store it came from: nothing to add, it is that session
+    assert import_recording(store, back) == sid
+    assert len(store.list_sessions()) == 1
+    # a changed recording under a taken id gets a new id
+    back.title = "changed"
     new_id = import_recording(store, back)
-    assert new_id != sid  # the id was taken
+    assert new_id != sid
     again = recording_from_store(store, new_id)
     assert [t.output for t in again.turns] == [t.output for t in rec.turns]
     assert again.windows == rec.windows

@@ -170,6 +170,27 @@ async def test_session_save_and_restore_through_the_store(tmp_path):
 
 
 @asynctest
+async def test_undo_of_a_resumed_turn_asks_before_deleting_it(tmp_path):
+    store = SessionStore(tmp_path / "sessions.db")
+    app = StrataApp(fake(), store=store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await say(app, pilot, "kept")
+        session_id = app.session_id
+    app2 = StrataApp(fake(), store=store, session_id=session_id)
+    async with app2.run_test(size=SIZE) as pilot:
+        await settle(app2, pilot)
+        await pilot.press("ctrl+z")                # first press: a warning, nothing deleted
+        await settle(app2, pilot)
+        assert len(store.turns(session_id)) == 1 and len(transcript(app2)) == 2
+        assert any("press the key again" in note for note in app2.notes)
+        await pilot.press("ctrl+z")                # second press: deleted, and the status says so
+        await settle(app2, pilot)
+        assert store.turns(session_id) == [] and transcript(app2) == []
+        assert "deleted from session" in str(app2.screen.query_one("#status").render())
+
+
+@asynctest
 async def test_a_session_of_another_model_is_refused_on_screen(tmp_path):
     store = SessionStore(tmp_path / "sessions.db")
     app = StrataApp(fake(), store=store)

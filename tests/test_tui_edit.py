@@ -146,3 +146,38 @@ async def test_live_diff_while_the_rewrite_streams(tmp_path):
         await settle(app, pilot)
         assert screen.phase == "review" and not diff.streaming
         assert "not reached yet" not in str(diff.query_one("#diff-text").render())
+
+
+@asynctest
+async def test_review_warns_about_a_broken_rewrite_and_asks_twice(tmp_path):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    app = StrataApp(fake(), mode="edit", edit_path=target, instruction="replace (x) with (x")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert screen.phase == "review"
+        assert "not valid Python" in status(app)          # the same check as headless --yes
+        assert any("not valid Python" in n for n in app.notes)
+        await pilot.press("a")                            # first a: a warning, nothing written
+        await settle(app, pilot)
+        assert target.read_text() == SOURCE and "press a again" in status(app)
+        await pilot.press("a")                            # second a: written as reviewed
+        await settle(app, pilot)
+        assert target.read_text() == SOURCE.replace("(x)", "(x")
+
+
+@asynctest
+async def test_symlink_and_read_only_notes_on_screen(tmp_path):
+    real = tmp_path / "real.py"
+    real.write_text(SOURCE)
+    real.chmod(0o444)
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    app = StrataApp(fake(), mode="edit", edit_path=link, instruction="replace x + 1 with x * 2")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert any("symlink" in n for n in app.notes) and any("read-only" in n for n in app.notes)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert "read-only" in status(app) and real.read_text() == SOURCE and link.is_symlink()

@@ -13,26 +13,22 @@ from . import prompts
 from .errors import ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import CheckpointRing, SessionStore, TurnRecord, model_identity
+from .textcheck import checked_text
 
 
 def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
-                template: str | None = None) -> str:
-    """Render messages with a chat template in a sandbox: a template comes from a model
-    folder, so it is untrusted code."""
-    from jinja2 import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+                template: str | None = None, special_tokens: dict[str, Any] | None = None,
+                **template_kwargs: Any) -> str:
+    """Render messages with a chat template (strata.templates: the one sandboxed environment,
+    rendering as transformers' apply_chat_template does)."""
+    from .templates import render
 
-    def raise_exception(message: str) -> None:
-        raise ModelError(f"chat template refused the conversation: {message}")
+    return render(template or prompts.CHAT_TEMPLATE, messages, add_generation_prompt=add_generation_prompt,
+                  special_tokens=special_tokens, **template_kwargs)
 
-    env = ImmutableSandboxedEnvironment(keep_trailing_newline=True)
-    env.globals["raise_exception"] = raise_exception
-    try:
-        return env.from_string(template or prompts.CHAT_TEMPLATE).render(
-            messages=messages, add_generation_prompt=add_generation_prompt,
-            eos_token=prompts.IM_END, bos_token="")
-    except TemplateError as exc:
-        raise ModelError(f"chat template cannot be rendered: {exc}") from None
+
+class StoredTurnError(SessionError):
+    """Undo would delete a turn that an earlier run stored; the caller must confirm."""
 
 
 def check_model(info_model: dict[str, Any], generator: TextGenerator, what: str) -> None:
@@ -63,7 +59,7 @@ class ChatSession:
     def __init__(self, generator: TextGenerator, settings: GenerationSettings | None = None, *,
                  store: SessionStore | None = None, session_id: str | None = None,
                  system: str | None = None, ring_size: int | None = None,
-                 title: str | None = None) -> None:
+                 title: str | None = None, template_kwargs: dict[str, Any] | None = None) -> None:
         self.generator = generator
         self.settings = settings or GenerationSettings()
         self.store = store
@@ -71,17 +67,23 @@ class ChatSession:
         self.template = (getattr(generator, "chat_template", None)
                          or getattr(getattr(generator, "tokenizer", None), "chat_template", None)
                          or prompts.CHAT_TEMPLATE)
+        tokenizer = getattr(generator, "tokenizer", None)
+        self.special_tokens = dict(getattr(tokenizer, "special_tokens_map", None) or {})
+        self.template_kwargs = dict(template_kwargs or {})  # e.g. enable_thinking=False
         self.turns: list[TurnRecord] = []
         self.last_windows: list[WindowStats] = []
         self._context = ""          # the text committed to the engine so far
         self._end_text: dict[int, str] = {}  # turn -> the text of the end token it stopped on
         self.session_id: str | None = None
+        # turns recorded by an earlier run: undoing one deletes stored history, so it needs a yes
+        self.resumed_turns = 0
         if store is not None and session_id is not None:
             info = open_recorded(store, session_id, "chat", generator)
             self.session_id = info.id
             if settings is None:
                 self.settings = GenerationSettings.from_dict(info.settings)
             self.turns = store.turns(info.id)
+            self.resumed_turns = len(self.turns)
             self.system = next((m["content"] for m in store.messages(info.id) if m["role"] == "system"), system)
         elif store is not None:
             self.session_id = store.create_session("chat", model_identity(generator), self.settings, title=title)
@@ -111,8 +113,12 @@ class ChatSession:
             msgs += [{"role": "user", "content": t.input}, {"role": "assistant", "content": t.output}]
         last = self.turns[n_turns - 1]
         msgs.append({"role": "user", "content": last.input})
-        text = render_chat(msgs, add_generation_prompt=True, template=self.template) + last.output
+        text = self._render(msgs) + last.output
         return text + self._end(n_turns - 1, last.stop_reason)
+
+    def _render(self, msgs: list[dict[str, str]]) -> str:
+        return render_chat(msgs, add_generation_prompt=True, template=self.template,
+                           special_tokens=self.special_tokens, **self.template_kwargs)
 
     def _end(self, index: int, stop_reason: str | None) -> str:
         # the end token is emitted (and stays in the engine) but its text is not in the output
@@ -172,8 +178,9 @@ class ChatSession:
         """Stream the reply to `text`. The turn is recorded when the stream ends (also when the
         consumer stops early: then with stop_reason "stopped")."""
         settings = settings or self.settings
+        checked_text(text, "the message")
         msgs = self.messages + [{"role": "user", "content": text}]
-        prompt = render_chat(msgs, add_generation_prompt=True, template=self.template)
+        prompt = self._render(msgs)
         if not prompt.startswith(self._context):
             # the template rewrote earlier turns (some do): start over from the full text
             self.generator.reset()
@@ -220,14 +227,24 @@ class ChatSession:
             self.store.add_windows(self.session_id, index, windows)
         self.ring.push(index, self.generator.pos, self.generator.snapshot())
 
-    def undo(self) -> TurnRecord:
-        """Remove the last turn and put the engine back to the turn before it."""
+    def undo_deletes_stored(self) -> bool:
+        """True when undoing the last turn would delete a turn an earlier run recorded."""
+        return bool(self.turns) and self.store is not None and self.turns[-1].index < self.resumed_turns
+
+    def undo(self, *, delete_stored: bool = False) -> TurnRecord:
+        """Remove the last turn and put the engine back to the turn before it. A turn recorded
+        by an earlier run of a resumed session is deleted from the store only with
+        `delete_stored=True` (else a StoredTurnError says so and nothing changes)."""
         if not self.turns:
             raise SessionError("nothing to undo: the conversation is empty")
         last = self.turns[-1]
+        if self.undo_deletes_stored() and not delete_stored:
+            raise StoredTurnError(f"turn {last.index + 1} of session {self.session_id} was recorded before "
+                                  "this run; undoing it deletes it from the session store (confirm first)")
         keep = len(self.turns) - 1
         self._rewind(keep - 1)
         self.turns = self.turns[:keep]
+        self.resumed_turns = min(self.resumed_turns, keep)
         self._end_text = {k: v for k, v in self._end_text.items() if k < keep}
         self._context = self._context_after(keep)
         if self.store is not None and self.session_id is not None:
@@ -235,9 +252,10 @@ class ChatSession:
         return last
 
     def retry(self, settings: GenerationSettings | None = None,
-              should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
+              should_stop: Callable[[], bool] | None = None, *,
+              delete_stored: bool = False) -> Iterator[WindowEvent]:
         """Undo the last turn and send its input again (e.g. with other settings)."""
-        last = self.undo()
+        last = self.undo(delete_stored=delete_stored)
         return self.send(last.input, settings, should_stop)
 
     def save_state(self) -> None:

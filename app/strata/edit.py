@@ -19,10 +19,12 @@ from typing import Callable, Iterator
 
 from . import prompts
 from .chat import open_recorded
+from .filesafety import (check_name, clean_stale_temps, display_name, rewrite_warnings, write_file,
+                         write_target)
 from .errors import EditError, ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
-from .store import (CheckpointRing, SessionStore, TurnRecord, atomic_write_bytes, model_identity,
-                    sha256_bytes)
+from .store import CheckpointRing, SessionStore, TurnRecord, model_identity, sha256_bytes
+from .textcheck import checked_text
 
 MAX_FILE_BYTES = 1 << 20
 # earlier edit sessions of the same file whose last rewrite seeds the drafter
@@ -34,10 +36,11 @@ REWRITE_SLACK_TOKENS = 64
 def read_text_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
     """(text, sha256 of the bytes). EditError for missing, binary, non-UTF-8 or too large files."""
     p = Path(path)
+    check_name(p)
     if not p.exists():
-        raise EditError(f"{p}: no such file")
+        raise EditError(f"{display_name(p)}: no such file")
     if not p.is_file():
-        raise EditError(f"{p}: not a regular file")
+        raise EditError(f"{display_name(p)}: not a regular file")
     size = p.stat().st_size
     if size > max_bytes:
         raise EditError(f"{p}: file is {size} bytes, more than the edit limit of {max_bytes} bytes")
@@ -173,6 +176,8 @@ class Proposal:
     turn: int
     windows: list[WindowStats] = field(default_factory=list)
     edit_id: int | None = None
+    # why writing it may break the file (filesafety.rewrite_warnings); accept needs force then
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -193,9 +198,15 @@ class EditSession:
     def __init__(self, generator: TextGenerator, path: str | os.PathLike,
                  settings: GenerationSettings | None = None, *, store: SessionStore | None = None,
                  session_id: str | None = None, ring_size: int | None = None,
-                 max_bytes: int = MAX_FILE_BYTES, title: str | None = None) -> None:
+                 max_bytes: int = MAX_FILE_BYTES, title: str | None = None,
+                 force: bool = False) -> None:
         self.generator = generator
         self.path = Path(path)
+        # where accept() writes (a symlink's target), or why it must not; and what was cleaned up
+        self.target = write_target(self.path, force=force)
+        self.notes: list[str] = list(self.target.notes) + clean_stale_temps(self.target.real)
+        if self.target.refusal:
+            self.notes.append(f"{self.target.refusal}; rewrites can be reviewed, not written")
         self.settings = settings or GenerationSettings()
         self.store = store
         self.max_bytes = max_bytes
@@ -203,7 +214,7 @@ class EditSession:
         self.turns: list[TurnRecord] = []
         self._applied: list[_Applied] = []
         self.base_text, self.base_sha256 = read_text_file(self.path, max_bytes)
-        self.display_path = str(self.path)
+        self.display_path = display_name(self.path)
         self.session_id: str | None = None
         if store is not None and session_id is not None:
             info = open_recorded(store, session_id, "edit", generator)
@@ -225,7 +236,7 @@ class EditSession:
         n_file = len(self.generator.encode(self._prefix(text)))
         need = 2 * n_file + REWRITE_SLACK_TOKENS
         if need > self.generator.context_limit:
-            raise EditError(f"{self.path}: file is {n_file} tokens; reading and rewriting it needs about "
+            raise EditError(f"{self.display_path}: file is {n_file} tokens; reading and rewriting it needs about "
                             f"{need}, more than the model's context of {self.generator.context_limit}")
 
     def _feed_prior_sessions(self) -> int:
@@ -272,16 +283,21 @@ class EditSession:
 
     # -- rounds ------------------------------------------------------------------------------
     def propose(self, instruction: str, settings: GenerationSettings | None = None,
-                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
-        """Stream a rewrite under `instruction`. When the stream ends, `self.proposal` holds it."""
+                should_stop: Callable[[], bool] | None = None, *,
+                max_tokens: int | None = None) -> Iterator[WindowEvent]:
+        """Stream a rewrite under `instruction`. When the stream ends, `self.proposal` holds it.
+        `max_tokens` caps the rewrite below the usual room (replay of a stopped round)."""
         if not instruction.strip():
             raise EditError("the instruction is empty; say what to change")
+        checked_text(instruction, "the instruction")
         settings = settings or self.settings
         self.proposal = None
         self._read_file()  # every round starts from the checkpoint after the file
         ids = self.generator.encode(prompts.edit_instruction_suffix(instruction))
-        run_settings = GenerationSettings.from_dict({**settings.to_dict(),
-                                                     "max_new": self._max_new(settings, len(ids))})
+        max_new = self._max_new(settings, len(ids))
+        if max_tokens is not None:
+            max_new = max(0, min(max_new, max_tokens))
+        run_settings = GenerationSettings.from_dict({**settings.to_dict(), "max_new": max_new})
         return self._run(instruction, ids, run_settings, settings, should_stop)
 
     def _run(self, instruction: str, ids: list[int], run_settings: GenerationSettings,
@@ -311,7 +327,8 @@ class EditSession:
                           file_path=self.display_path, file_content=self.base_text,
                           stop_reason=stop_reason, settings=settings.to_dict())
         self.turns.append(turn)
-        self.proposal = Proposal(instruction, text, stop_reason, self.base_sha256, index, windows)
+        self.proposal = Proposal(instruction, text, stop_reason, self.base_sha256, index, windows,
+                                 warnings=rewrite_warnings(self.path, self.base_text, text))
         if self.store is not None and self.session_id is not None:
             self.store.add_turn(self.session_id, turn)
             self.store.add_windows(self.session_id, index, windows)
@@ -332,22 +349,28 @@ class EditSession:
         try:
             _, sha = read_text_file(self.path, max(self.max_bytes, 1 << 30))
         except EditError as exc:
-            raise EditError(f"{self.path}: changed on disk since strata read it ({exc}); not {action}") from None
+            raise EditError(f"{self.display_path}: changed on disk since strata read it ({exc}); not {action}") from None
         if sha != expected_sha:
-            raise EditError(f"{self.path}: changed on disk since strata read it; not {action} "
+            raise EditError(f"{self.display_path}: changed on disk since strata read it; not {action} "
                             "(re-run strata edit to start from the current file)")
 
-    def accept(self, *, allow_incomplete: bool = False) -> None:
-        """Write the proposal to the file (atomically) and make it the new base."""
+    def accept(self, *, allow_incomplete: bool = False, force: bool = False) -> None:
+        """Write the proposal to the file (atomically) and make it the new base. A rewrite with
+        warnings (it no longer parses, or deletes most of the file) needs `force`."""
         p = self.proposal
         if p is None:
             raise EditError("nothing to accept: no rewrite has been proposed")
         if not p.complete and not allow_incomplete:
-            raise EditError(f"{self.path}: the rewrite stopped early ({p.stop_reason}) and may be "
+            raise EditError(f"{self.display_path}: the rewrite stopped early ({p.stop_reason}) and may be "
                             "truncated; not written")
+        if p.warnings and not force:
+            raise EditError(f"{self.display_path}: not written: {'; '.join(p.warnings)}; "
+                            "pass --force to write it anyway")
+        if self.target.refusal:
+            raise EditError(self.target.refusal)
         self._check_disk(self.base_sha256, "written")
         data = p.text.encode("utf-8")
-        atomic_write_bytes(self.path, data)
+        write_file(self.target, data)
         after = sha256_bytes(data)
         self._applied.append(_Applied(self.base_text, self.base_sha256, after, p.edit_id))
         if self.store is not None and p.edit_id is not None:
@@ -374,7 +397,7 @@ class EditSession:
             raise EditError("nothing to undo: no rewrite has been accepted in this session")
         last = self._applied[-1]
         self._check_disk(last.after_sha256, "undone")
-        atomic_write_bytes(self.path, last.before.encode("utf-8"))
+        write_file(self.target, last.before.encode("utf-8"))
         self._applied.pop()
         if self.store is not None and last.edit_id is not None:
             self.store.set_edit_status(last.edit_id, "undone")

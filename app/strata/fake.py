@@ -74,14 +74,18 @@ class FakeGenerator:
 
     - `responder(context_text, settings) -> target text` replaces the default behaviour;
     - `n_layers`, `n_experts`, `top_k`, `cache_slots` shape the simulated expert telemetry;
-    - `window_delay` (seconds) sleeps per window, for UI tests that need a generation in flight.
+    - `window_delay` (seconds) sleeps per window, for UI tests that need a generation in flight;
+    - `hold_at` ("N" = before window N, "end" = before the last window) with `hold_file`: there
+      the generator creates `hold_file` and blocks for good, so a test can kill the process at
+      a known point instead of after a guessed delay.
     """
 
     def __init__(self, *, model_name: str = "fake-moe", context_limit: int = 8192,
                  n_layers: int = 8, n_experts: int = 64, top_k: int = 4,
                  cache_slots: int | None = None, expert_bytes: int = 3 << 20,
                  responder: Callable[[str, GenerationSettings], str] | None = None,
-                 window_delay: float = 0.0) -> None:
+                 window_delay: float = 0.0, hold_at: str | None = None,
+                 hold_file: str | None = None) -> None:
         self.model_name = model_name
         self.context_limit = context_limit
         self.n_layers = n_layers
@@ -91,6 +95,9 @@ class FakeGenerator:
         self.expert_bytes = expert_bytes
         self.responder = responder or default_responder
         self.window_delay = window_delay
+        self.hold_at = hold_at
+        self.hold_file = hold_file
+        self._window_no = 0
         ident = f"{model_name}|{n_layers}|{n_experts}|{top_k}|{context_limit}"
         self.model_id = hashlib.sha256(ident.encode()).hexdigest()[:16]
         self.vocab_size = CHAR_OFFSET + 0x110000
@@ -229,6 +236,8 @@ class FakeGenerator:
                     time.sleep(self.window_delay)
                 eos = emitted[-1] in EOS_IDS
                 done = eos or produced >= settings.max_new or self.pos >= self.context_limit
+                self._window_no += 1
+                self._maybe_hold(done)
                 reason = "eos" if eos else "max_new" if produced >= settings.max_new else \
                     "context" if self.pos >= self.context_limit else None
                 yield WindowEvent(tokens=emitted, text=self.decode(emitted, skip_special=True),
@@ -237,6 +246,15 @@ class FakeGenerator:
                     return
         finally:
             self._streaming = False
+
+    def _maybe_hold(self, last: bool) -> None:
+        if self.hold_at is None or self.hold_file is None:
+            return
+        if self.hold_at == ("end" if last else str(self._window_no)):
+            with open(self.hold_file, "w") as f:
+                f.write(f"{self._window_no}\n")
+            while True:  # the test kills us here
+                time.sleep(3600)
 
     def _final(self, reason: str) -> WindowEvent:
         return WindowEvent(tokens=[], text="", stats=WindowStats(pos0=self.pos, drafter="none"),

@@ -104,10 +104,19 @@ class TurnResult:
     settings: dict[str, Any]
     replayed: WindowSummary = field(default_factory=WindowSummary)
     recorded_stats: WindowSummary = field(default_factory=WindowSummary)
+    replayed_windows: list[WindowStats] = field(default_factory=list)
+    recorded_stop: str | None = None   # "stopped": the user stopped it; only its prefix is known
+    limit: int | None = None           # tokens a stopped turn was replayed for
+
+    @property
+    def stopped_turn(self) -> bool:
+        return self.recorded_stop == "stopped"
 
     @property
     def identical(self) -> bool:
-        return self.output == self.recorded
+        # a stopped turn is replayed for as many tokens as it had; when that count is only an
+        # estimate (no telemetry), a longer replay that starts with the recording is the same
+        return self.output == self.recorded or (self.stopped_turn and self.output.startswith(self.recorded))
 
     @property
     def first_difference(self) -> int | None:
@@ -115,7 +124,8 @@ class TurnResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "identical": self.identical,
-                "first_difference": self.first_difference, "stop_reason": self.stop_reason,
+                "first_difference": None if self.identical else self.first_difference,
+                "stop_reason": self.stop_reason, "recorded_stop_reason": self.recorded_stop,
                 "output_chars": len(self.output), "recorded_chars": len(self.recorded),
                 "replayed": self.replayed.to_dict(), "recorded": self.recorded_stats.to_dict()}
 
@@ -130,9 +140,38 @@ class ReplayReport:
     turns: list[TurnResult] = field(default_factory=list)
     stopped: bool = False
 
+    recorded_windows: list[WindowStats] = field(default_factory=list)
+
     @property
     def same_model(self) -> bool:
         return str(self.recorded_model.get("id", "")) == str(self.model.get("id", ""))
+
+    @property
+    def recorded_approximate(self) -> bool:
+        """The recording ran with a routing mode that changes the model's output."""
+        return bool(self.recorded_model.get("approximate")) or any(w.approximate for w in self.recorded_windows)
+
+    @property
+    def replay_approximate(self) -> bool:
+        return bool(self.model.get("approximate")) or any(
+            w.approximate for t in self.turns for w in t.replayed_windows)
+
+    def reasons(self) -> list[str]:
+        """Why outputs may differ from the recording, whether or not they do."""
+        out = []
+        if not self.same_model:
+            out.append(f"recorded with {self.recorded_model.get('name', '?')}, replayed with "
+                       f"{self.model.get('name', '?')}: outputs are not expected to match")
+        rec_r, rep_r = self.recorded_model.get("routing"), self.model.get("routing")
+        if self.recorded_approximate:
+            out.append(f"recorded with approximate cache-aware routing ({_spec(rec_r)}): the recording is "
+                       "not the exact model's output")
+        if self.replay_approximate:
+            out.append(f"replayed with approximate cache-aware routing ({_spec(rep_r)}): the replay is "
+                       "not the exact model's output")
+        elif rec_r != rep_r and (rec_r or rep_r):
+            out.append(f"routing differs: recorded {_spec(rec_r)}, replayed {_spec(rep_r)}")
+        return out
 
     @property
     def identical(self) -> bool:
@@ -149,6 +188,8 @@ class ReplayReport:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "kind": self.kind, "recorded_model": self.recorded_model,
                 "model": self.model, "same_model": self.same_model, "overrides": self.overrides,
+                "recorded_approximate": self.recorded_approximate,
+                "replay_approximate": self.replay_approximate, "reasons": self.reasons(),
                 "identical": self.identical, "stopped": self.stopped,
                 "turns": [t.to_dict() for t in self.turns],
                 "replayed": self.total("replayed").to_dict(), "recorded": self.total("recorded_stats").to_dict()}
@@ -156,13 +197,13 @@ class ReplayReport:
     def lines(self) -> list[str]:
         """A short human report."""
         out = [f"replay of {self.source} ({self.kind}, {len(self.turns)} turns)"]
-        if not self.same_model:
-            out.append(f"note: recorded with {self.recorded_model.get('name', '?')}, replayed with "
-                       f"{self.model.get('name', '?')}: outputs are not expected to match")
+        out += [f"note: {r}" for r in self.reasons()]
         if self.overrides:
             out.append("overrides: " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()))
         for t in self.turns:
             mark = "identical" if t.identical else f"DIFFERENT at char {t.first_difference}"
+            if t.stopped_turn:
+                mark += f" (stopped when recorded: compared its first {t.limit} tokens)"
             r = t.replayed
             out.append(f"turn {t.index}: {mark}; {r.emitted} tokens in {r.windows} windows "
                        f"({r.tokens_per_window:.2f}/window, acceptance {r.acceptance:.0%})")
@@ -190,7 +231,8 @@ class Replay:
         from .store import model_identity
 
         self.report = ReplayReport(recording.source, recording.kind, recording.model,
-                                   model_identity(generator), self.overrides)
+                                   model_identity(generator), self.overrides,
+                                   recorded_windows=[w for ws in recording.windows.values() for w in ws])
 
     def events(self, should_stop: Callable[[], bool] | None = None) -> Iterator[tuple[int, WindowEvent]]:
         if self.recording.kind == "chat":
@@ -205,12 +247,25 @@ class Replay:
                 on_event(index, ev)
         return self.report
 
+    def stopped_limit(self, index: int) -> int | None:
+        """How many tokens a turn the user stopped had (None for a turn that ran to its end):
+        the replay generates exactly that many, so the engine ends where the recording did."""
+        turn = self.recording.turns[index]
+        if turn.stop_reason != "stopped":
+            return None
+        windows = self.recording.windows.get(index)
+        if windows:
+            return sum(w.emitted for w in windows)
+        return len(self.generator.encode(turn.output))
+
     def _result(self, index: int, output: str, stop_reason: str, windows: list[WindowStats],
                 settings: GenerationSettings) -> None:
         turn = self.recording.turns[index]
-        res = TurnResult(index, turn.input, turn.output, output, stop_reason, settings.to_dict())
+        res = TurnResult(index, turn.input, turn.output, output, stop_reason, settings.to_dict(),
+                         recorded_stop=turn.stop_reason, limit=self.stopped_limit(index))
         for s in windows:
             res.replayed.add(s)
+        res.replayed_windows = list(windows)
         for s in self.recording.windows.get(index, []):
             res.recorded_stats.add(s)
         self.report.turns.append(res)
@@ -236,7 +291,9 @@ class Replay:
                 self.report.stopped = True
                 return
             settings = turn_settings(self.recording, i, self.overrides)
-            yield from self._stream(i, chat.send(turn.input, settings, should_stop), settings, should_stop)
+            limit = self.stopped_limit(i)
+            run = settings if limit is None else GenerationSettings.from_dict({**settings.to_dict(), "max_new": limit})
+            yield from self._stream(i, chat.send(turn.input, run, should_stop), settings, should_stop)
             if self.report.stopped:
                 return
 
@@ -267,10 +324,19 @@ class Replay:
                                         + str(exc).replace(str(path), turn.file_path or name)) from None
                     current = (name, turn.file_content or "")
                 assert session is not None
-                yield from self._stream(i, session.propose(turn.instruction or turn.input, settings, should_stop),
+                yield from self._stream(i, session.propose(turn.instruction or turn.input, settings, should_stop,
+                                                           max_tokens=self.stopped_limit(i)),
                                         settings, should_stop)
                 if self.report.stopped:
                     return
+
+
+def _spec(routing: Any) -> str:
+    if not routing:
+        return "exact"
+    if isinstance(routing, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(routing.items()))
+    return str(routing)
 
 
 def _read(path: Path) -> tuple[str, str]:

@@ -53,7 +53,10 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
         check_stream_options(FAKE_MODEL, opts)
         from .fake import FakeGenerator
 
-        return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")})
+        hold = os.environ.get("STRATA_FAKE_HOLD")  # "N:FILE" or "end:FILE": see FakeGenerator
+        held = dict(zip(("hold_at", "hold_file"), hold.split(":", 1))) if hold and ":" in hold else {}
+        return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")},
+                             **held)
     path = resolve_model(model)
     check_stream_options(path, opts)
     try:
@@ -65,6 +68,13 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     gen = from_path(str(path), **opts) if from_path is not None else Generator(str(path), **opts)
     try:
         gen.model_path = str(path.resolve())  # recorded in sessions so replay can find the model
+        # recorded in sessions too, so a replay can say why its output differs
+        routing = opts.get("routing") or None
+        gen.routing = routing
+        if routing:
+            from .pack import routing_is_approximate
+
+            gen.approximate = routing_is_approximate(routing)
     except AttributeError:
         pass
     return gen

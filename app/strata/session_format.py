@@ -16,7 +16,7 @@ from typing import IO, Any, Iterable
 
 from .errors import SessionError
 from .protocol import GenerationSettings, WindowStats
-from .store import SessionStore, TurnRecord, atomic_write_bytes
+from .store import SessionStore, TurnRecord, atomic_write_bytes, sha256_bytes
 from .store.db import EDIT_STATUSES
 
 FORMAT = "strata-session"
@@ -63,12 +63,13 @@ def _turn_line(t: TurnRecord) -> dict[str, Any]:
     return line
 
 
-def dump_lines(rec: Recording) -> list[str]:
+def dump_lines(rec: Recording, *, with_version: bool = True) -> list[str]:
     from . import __version__
 
     header: dict[str, Any] = {"format": FORMAT, "version": VERSION, "kind": rec.kind,
-                              "model": rec.model, "settings": rec.settings,
-                              "strata_version": __version__}
+                              "model": rec.model, "settings": rec.settings}
+    if with_version:
+        header["strata_version"] = __version__
     if rec.session_id:
         header["id"] = rec.session_id
     if rec.title:
@@ -118,7 +119,9 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
         try:
             obj = json.loads(raw)
         except ValueError as exc:
-            raise SessionError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise SessionError(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
+        except RecursionError:
+            raise SessionError(f"{where}: JSON nested too deeply for a session record") from None
         _expect(isinstance(obj, dict), where, "expected a JSON object")
         if rec is None:
             if obj.get("format") != FORMAT:
@@ -255,27 +258,65 @@ def recording_from_store(store: SessionStore, session_id: str) -> Recording:
     return rec
 
 
+def recording_digest(rec: Recording) -> str:
+    """What identifies a recording's content (not the strata version that wrote it): importing
+    the same recording twice finds the first import by it."""
+    return sha256_bytes("\n".join(dump_lines(rec, with_version=False)).encode("utf-8"))
+
+
+@dataclass
+class ImportResult:
+    session_id: str
+    created: bool          # False: the store already had this recording
+    turns: int
+
+
 def import_recording(store: SessionStore, rec: Recording) -> str:
-    """Add a recording to the store; keeps its id unless that id is taken."""
+    """The id of the stored session holding `rec` (see import_session)."""
+    return import_session(store, rec).session_id
+
+
+def import_session(store: SessionStore, rec: Recording) -> ImportResult:
+    """Add a recording to the store in one transaction (a killed import leaves nothing behind).
+    Keeps its id unless that id is taken by another session. Idempotent: a recording the store
+    already holds (imported before, or the session it was exported from) is not added again."""
+    digest = recording_digest(rec)
+    earlier = store.imported_as(digest)
+    if earlier is not None:
+        return ImportResult(earlier, False, len(rec.turns))
     sid = rec.session_id
+    if sid and not (len(sid) <= 64 and sid.replace("-", "").isalnum() and sid.isascii()):
+        sid = None
     if sid:
         try:
-            store.resolve_id(sid)
-            taken = True
+            existing = recording_from_store(store, sid) if store.resolve_id(sid) == sid else None
         except SessionError:
-            taken = False
-        if taken or len(sid) > 64 or not sid.replace("-", "").isalnum():
+            existing = None
+        if existing is not None:
+            existing.source = rec.source
+            if recording_digest(existing) == digest:
+                return ImportResult(sid, False, len(rec.turns))  # exported from this very store
             sid = None
-    sid = store.create_session(rec.kind, rec.model, rec.settings, title=rec.title, session_id=sid,
-                               created_at=rec.created_at if rec.created_at is not None else time.time())
-    for t in rec.turns:
-        store.add_turn(sid, t)
-        if rec.kind == "chat":
-            store.add_message(sid, t.index, "user", t.input)
-            store.add_message(sid, t.index, "assistant", t.output)
-        if t.index in rec.windows:
-            store.add_windows(sid, t.index, rec.windows[t.index])
-        if t.index in rec.edits:
-            e = rec.edits[t.index]
-            store.add_edit(sid, t.index, t.file_path or "", e["before_sha256"], e["after_sha256"], e["status"])
-    return sid
+        else:
+            taken = True
+            try:
+                store.resolve_id(sid)
+            except SessionError:
+                taken = False
+            if taken:
+                sid = None
+    with store.transaction():
+        sid = store.create_session(rec.kind, rec.model, rec.settings, title=rec.title, session_id=sid,
+                                   created_at=rec.created_at if rec.created_at is not None else time.time())
+        for t in rec.turns:
+            store.add_turn(sid, t)
+            if rec.kind == "chat":
+                store.add_message(sid, t.index, "user", t.input)
+                store.add_message(sid, t.index, "assistant", t.output)
+            if t.index in rec.windows:
+                store.add_windows(sid, t.index, rec.windows[t.index])
+            if t.index in rec.edits:
+                e = rec.edits[t.index]
+                store.add_edit(sid, t.index, t.file_path or "", e["before_sha256"], e["after_sha256"], e["status"])
+        store.record_import(digest, sid, rec.source)
+    return ImportResult(sid, True, len(rec.turns))

@@ -17,10 +17,13 @@ _REPLACEMENT = "\ufffd"
 class Tokenizer:
     """A checkpoint's tokenizer. Special tokens in the text (``<|im_start|>`` ...) map to their ids."""
 
-    def __init__(self, tok, *, chat_template: str | None = None, source: str = "tokenizer.json") -> None:
+    def __init__(self, tok, *, chat_template: str | None = None, source: str = "tokenizer.json",
+                 special_tokens_map: dict[str, Any] | None = None) -> None:
         self._tok = tok
         self.source = source
         self.chat_template = chat_template
+        # bos_token, eos_token, ... as tokenizer_config.json names them: chat templates read them
+        self.special_tokens_map = dict(special_tokens_map or {})
         vocab = tok.get_vocab(with_added_tokens=True)
         self.special_ids = {t: vocab[t] for t in prompts.SPECIAL_TOKENS if t in vocab}
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
@@ -39,7 +42,8 @@ class Tokenizer:
             tok = _HFTokenizer.from_file(str(path))
         except Exception as exc:  # noqa: BLE001 - any parse failure is one error naming the file
             raise ModelError(f"{path}: not a valid tokenizer.json ({str(exc).splitlines()[0][:200]})") from None
-        return cls(tok, chat_template=_read_chat_template(Path(folder)), source=str(path))
+        template, special = _read_config(Path(folder))
+        return cls(tok, chat_template=template, source=str(path), special_tokens_map=special)
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
@@ -52,37 +56,63 @@ class Tokenizer:
         """Tokens that end a generation: end of text and end of a chat message."""
         return [self.special_ids[t] for t in (prompts.ENDOFTEXT, prompts.IM_END) if t in self.special_ids]
 
-    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True) -> str:
-        """The chat template applied to `messages` in a sandbox (templates come from model files,
-        which are untrusted)."""
-        from jinja2.exceptions import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool = True,
+                    **template_kwargs: Any) -> str:
+        """The chat template applied to `messages` (strata.templates: sandboxed, as transformers
+        renders it; templates come from model files, which are untrusted)."""
+        from .templates import render
 
-        template = self.chat_template or prompts.CHAT_TEMPLATE
-        env = ImmutableSandboxedEnvironment(trim_blocks=False, lstrip_blocks=False, keep_trailing_newline=True)
-        try:
-            return env.from_string(template).render(
-                messages=messages, add_generation_prompt=add_generation_prompt,
-                bos_token="", eos_token=prompts.ENDOFTEXT)
-        except TemplateError as exc:
-            raise ModelError(f"{self.source}: the chat template failed ({exc})") from None
+        return render(self.chat_template or prompts.CHAT_TEMPLATE, messages,
+                      add_generation_prompt=add_generation_prompt, special_tokens=self.special_tokens_map,
+                      source=self.source, **template_kwargs)
 
 
-def _read_chat_template(folder: Path) -> str | None:
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                      "mask_token")
+
+
+def _token_text(value: Any) -> str | None:
+    # a special token is a string, or an AddedToken record {"content": ...}
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def _read_config(folder: Path) -> tuple[str | None, dict[str, Any]]:
+    """(chat template, special tokens) of a model folder: `chat_template.jinja` when present
+    (newer folders keep the template there), else `tokenizer_config.json`'s chat_template."""
     path = folder / "tokenizer_config.json"
-    if not path.is_file():
-        return None
-    try:
-        cfg: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path}: cannot read ({exc})") from None
-    template = cfg.get("chat_template") if isinstance(cfg, dict) else None
+    cfg: Any = {}
+    if path.is_file():
+        try:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ModelError(f"{path}: cannot read ({str(exc)[:200]})") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path}: not a JSON object")
+    special: dict[str, Any] = {}
+    for key in SPECIAL_TOKEN_KEYS:
+        text = _token_text(cfg.get(key))
+        if text is not None:
+            special[key] = text
+    extra = cfg.get("additional_special_tokens")
+    if isinstance(extra, list):
+        special["additional_special_tokens"] = [t for t in map(_token_text, extra) if t is not None]
+    template = cfg.get("chat_template")
     if isinstance(template, list):  # named templates: take the default one
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default")
     if template is not None and not isinstance(template, str):
         raise ModelError(f"{path}: chat_template is not a string")
-    return template
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            template = jinja.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelError(f"{jinja}: cannot read the chat template ({exc})") from None
+    return template, special
 
 
 class IncrementalDecoder:

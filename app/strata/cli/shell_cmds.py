@@ -191,7 +191,10 @@ def chat(
         raise typer.Exit(_launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
     texts = list(message or [])
     if not texts:
-        data = sys.stdin.read()
+        from ..textcheck import decode_input
+
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
+        data = decode_input(raw, "the message on stdin")
         if not data.strip():
             raise UsageError("no message: pass --message TEXT or pipe the message on stdin")
         texts = [data.rstrip("\n")]
@@ -231,25 +234,33 @@ def edit(
     expert_cache: Optional[str] = CacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    force: bool = typer.Option(False, "--force", help="Write even a rewrite that no longer parses or "
+                               "deletes most of the file; rewrite a hard-linked file in place."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
     from ..edit import EditSession, read_text_file
+    from ..filesafety import write_target
 
     _set_checkpoints(checkpoints)
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
+    refusal = write_target(file, force=force).refusal
+    if yes and refusal:
+        raise EditError(refusal)  # before loading a model: --yes could never write it
     settings = _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
     headless = yes or no_input or not _interactive(False) or as_json
     if not headless:
         gen = _generator(model, threads, stream_opts)
         raise typer.Exit(_launch_tui(gen, mode="edit", settings=settings, store=_open_store(no_save),
-                                     edit_path=file, instruction=instruction))
+                                     edit_path=file, instruction=instruction, force=force))
     if not instruction or not instruction.strip():
         raise UsageError("--instruction is required when editing without the TUI (--yes/--no-input or no terminal)")
     gen = _generator(model, threads, stream_opts)
     store = _open_store(no_save)
-    session = EditSession(gen, file, settings, store=store)
+    session = EditSession(gen, file, settings, store=store, force=force)
+    for note in session.notes:
+        _stderr(f"strata: note: {note}")
     stream = _Stream(echo=False)
     for ev in session.propose(instruction):
         stream(ev)
@@ -260,7 +271,8 @@ def edit(
     hunks = session.hunks()
     written = False
     if yes and diff:
-        session.accept()  # EditError (one line) when incomplete or changed on disk
+        # EditError (one line) when incomplete, changed on disk, or broken without --force
+        session.accept(force=force)
         written = True
     elif diff:
         session.reject()
@@ -268,13 +280,15 @@ def edit(
         _print_json({"path": str(file), "session": session.session_id, "changed": bool(diff),
                      "written": written, "hunks": len(hunks),
                      "added": sum(h.added for h in hunks), "removed": sum(h.removed for h in hunks),
-                     "stop_reason": proposal.stop_reason, "diff": diff, **stream.summary(),
+                     "stop_reason": proposal.stop_reason, "warnings": proposal.warnings, "diff": diff, **stream.summary(),
                      "approximate": stream_opts.approximate})
         return
     sys.stdout.write(diff)
     sys.stdout.flush()
+    for warning in proposal.warnings:
+        _stderr(f"strata: warning: {session.display_path}: {warning}")
     if not diff:
-        _stderr(f"strata: {file}: the rewrite changes nothing")
+        _stderr(f"strata: {session.display_path}: the rewrite changes nothing")
     elif written:
         _stderr(f"strata: {file}: written ({len(hunks)} hunk{'' if len(hunks) == 1 else 's'})")
     else:
@@ -411,13 +425,16 @@ def sessions_export(session_id: str = typer.Argument(..., help="Session id or un
 def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL)."),
                     as_json: bool = JsonOpt) -> None:
     """Import a JSONL session file into the session store."""
-    from ..session_format import import_recording, read_session_file
+    from ..session_format import import_session, read_session_file
 
     rec = read_session_file(file)
-    sid = import_recording(_open_store(), rec)
+    result = import_session(_open_store(), rec)
+    sid = result.session_id
     if as_json:
-        _print_json({"session": sid, "turns": len(rec.turns), "kind": rec.kind})
+        _print_json({"session": sid, "turns": len(rec.turns), "kind": rec.kind, "created": result.created})
     else:
+        if not result.created:
+            _stderr(f"strata: {file}: already in the store as session {sid}; nothing imported")
         print(sid)
 
 

@@ -24,6 +24,15 @@ from .blobs import BlobRef, BlobStore
 from .migrations import LATEST, MIGRATIONS
 
 KINDS = ("chat", "edit")
+TIMEOUT_ENV = "STRATA_STORE_TIMEOUT"  # seconds to wait for a store another process has locked
+
+
+def busy_timeout() -> float:
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, "10"))
+    except ValueError:
+        return 10.0
+    return value if 0 <= value <= 3600 else 10.0
 EDIT_STATUSES = ("proposed", "accepted", "rejected", "undone")
 
 
@@ -97,6 +106,10 @@ def model_identity(generator: Any, **extra: Any) -> dict[str, Any]:
              "context_limit": int(getattr(generator, "context_limit", 0) or 0)}
     if getattr(generator, "model_path", None):
         ident["path"] = str(generator.model_path)
+    routing = getattr(generator, "routing", None)
+    if routing:  # cache-aware routing (MoCE) and friends: the mode, and whether it changes output
+        ident["routing"] = dict(routing)
+        ident["approximate"] = bool(getattr(generator, "approximate", False))
     ident.update({k: v for k, v in extra.items() if v is not None})
     return ident
 
@@ -113,22 +126,50 @@ class SessionStore:
     """Open (creating and migrating as needed) the store at `path`; default: paths.session_db()."""
 
     def __init__(self, path: str | os.PathLike | None = None,
-                 blob_dir: str | os.PathLike | None = None) -> None:
+                 blob_dir: str | os.PathLike | None = None, *, timeout: float | None = None) -> None:
         from .. import paths
 
         self.path = Path(path) if path is not None else paths.session_db()
         self.blobs = BlobStore(blob_dir if blob_dir is not None else self.path.parent / "blobs")
         self._lock = threading.RLock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._depth = 0  # open transactions of this store (nested ones join the outer one)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SessionError(f"{self.path.parent}: cannot create the session folder ({exc.strerror})") from None
         self._check_header()
         try:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                         timeout=10.0)
+                                         timeout=busy_timeout() if timeout is None else timeout)
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute("PRAGMA synchronous = FULL")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise SessionError(f"{self.path}: not a usable strata session store ({exc})") from None
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> SessionError:
+        """One line that says what is wrong with the store and that it was left as it is."""
+        text = str(exc)
+        low = text.lower()
+        if "locked" in low or "busy" in low:
+            return SessionError(f"{self.path}: the session store is locked by another process (is another "
+                                "strata writing to it?); nothing was changed, try again")
+        if "full" in low:
+            return SessionError(f"{self.path}: the disk is full; the session store was not changed "
+                                "(free some space and try again)")
+        if "readonly" in low or "read-only" in low:
+            return SessionError(f"{self.path}: the session store is read-only ({text})")
+        if "unable to open" in low:
+            return SessionError(f"{self.path}: cannot open the session store ({text})")
+        return SessionError(f"{self.path}: the session store is damaged ({text}); it was left as it is: "
+                            "move it away or set STRATA_HOME to start a new one")
+
+    def _read(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, tuple(args)).fetchall()
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
 
     def _check_header(self) -> None:
         # refuse a foreign file before SQLite touches it (it could otherwise add a journal)
@@ -144,8 +185,7 @@ class SessionStore:
     # -- schema ------------------------------------------------------------------------------
     @property
     def schema_version(self) -> int:
-        row = self._conn.execute("SELECT version FROM schema_version").fetchone()
-        return int(row[0])
+        return int(self._read("SELECT version FROM schema_version")[0][0])
 
     def _migrate(self, target: int = LATEST) -> None:
         with self._lock:
@@ -174,22 +214,51 @@ class SessionStore:
                 try:
                     self._conn.executescript(
                         f"BEGIN IMMEDIATE; {setup} {sql}; UPDATE schema_version SET version = {number}; COMMIT;")
-                except sqlite3.DatabaseError as exc:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    if isinstance(exc, sqlite3.OperationalError):
+                        raise self._error(exc) from None
                     raise SessionError(f"{self.path}: migration {number} failed ({exc})") from None
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            if self._depth:  # inside transaction(): one commit at the end of the outer block
+                yield self._conn
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
+            self._depth += 1
             try:
                 yield self._conn
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise self._error(exc) from None
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             else:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise self._error(exc) from None
+            finally:
+                self._depth -= 1
+
+    def _rollback(self) -> None:
+        try:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolls back on its own when a statement fails hard
+
+    def transaction(self):
+        """Group several writes into one transaction: all of them land, or none does (a
+        killed process leaves nothing half done)."""
+        return self._tx()
 
     def close(self) -> None:
         with self._lock:
@@ -220,10 +289,10 @@ class SessionStore:
 
     def _row_to_info(self, row: tuple) -> SessionInfo:
         sid, kind, title, created, updated, _name, _mid, model_json, settings_json, n = row
-        try:
-            model, settings = json.loads(model_json), json.loads(settings_json)
-        except ValueError:
-            raise SessionError(f"{self.path}: session {sid} has corrupt model/settings records") from None
+        model = self._json(model_json, f"session {sid} model record")
+        settings = self._json(settings_json, f"session {sid} settings record")
+        if not isinstance(model, dict) or not isinstance(settings, dict):
+            raise SessionError(f"{self.path}: session {sid} has corrupt model/settings records")
         return SessionInfo(sid, kind, title, created, updated, model, settings, n)
 
     _INFO_SQL = ("SELECT s.id, s.kind, s.title, s.created_at, s.updated_at, s.model_name, s.model_id, "
@@ -238,19 +307,22 @@ class SessionStore:
         sql += " ORDER BY s.updated_at DESC, s.id"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        with self._lock:
-            rows = self._conn.execute(sql, args).fetchall()
-        return [self._row_to_info(r) for r in rows]
+        return [self._row_to_info(r) for r in self._read(sql, args)]
 
     def resolve_id(self, session_id: str) -> str:
-        """A full id, or a unique prefix of one (as git does with commits)."""
-        with self._lock:
-            rows = self._conn.execute("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
-                                      (session_id.replace("\\", "\\\\").replace("%", "\\%")
-                                       .replace("_", "\\_") + "%",)).fetchall()
-        exact = [r[0] for r in rows if r[0] == session_id]
+        """A full id, or a unique prefix of one (as git does with commits). An empty id never
+        matches (it would be a prefix of every id)."""
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise SessionError("the session id is empty; give an id or a prefix of one "
+                               "(see `strata sessions list`)")
+        if session_id != session_id.strip() or not session_id.isprintable():
+            raise SessionError(f"session id {session_id!r} has spaces or control characters; "
+                               "session ids never do")
+        escaped = session_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._read("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped,))
+        exact = self._read("SELECT id FROM sessions WHERE id = ?", (session_id,))
         if exact:
-            return exact[0]
+            return exact[0][0]
         if not rows:
             raise SessionError(f"no session {session_id!r} in {self.path} (see `strata sessions list`)")
         if len(rows) > 1:
@@ -259,9 +331,8 @@ class SessionStore:
 
     def get_session(self, session_id: str) -> SessionInfo:
         sid = self.resolve_id(session_id)
-        with self._lock:
-            row = self._conn.execute(self._INFO_SQL + " WHERE s.id = ?", (sid,)).fetchone()
-        return self._row_to_info(row)
+        rows = self._read(self._INFO_SQL + " WHERE s.id = ?", (sid,))
+        return self._row_to_info(rows[0])
 
     def update_session(self, session_id: str, *, settings: GenerationSettings | dict | None = None,
                        title: str | None = None) -> None:
@@ -281,6 +352,16 @@ class SessionStore:
         for sha in shas:
             self._drop_blob_if_unused(sha)
 
+    # -- imports -----------------------------------------------------------------------------
+    def imported_as(self, digest: str) -> str | None:
+        """The session an earlier import of a recording with this digest created, if it is still here."""
+        rows = self._read("SELECT session_id FROM imports WHERE digest = ?", (digest,))
+        return rows[0][0] if rows else None
+
+    def record_import(self, digest: str, session_id: str, source: str) -> None:
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO imports VALUES (?,?,?,?)", (digest, session_id, source, time.time()))
+
     # -- turns and messages ------------------------------------------------------------------
     def add_turn(self, session_id: str, turn: TurnRecord) -> None:
         with self._tx() as c:
@@ -295,17 +376,22 @@ class SessionStore:
             c.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
 
     def turns(self, session_id: str) -> list[TurnRecord]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT idx, role, input, instruction, file_path, file_content, output, stop_reason, "
-                "settings_json, created_at FROM turns WHERE session_id = ? ORDER BY idx",
-                (session_id,)).fetchall()
+        rows = self._read(
+            "SELECT idx, role, input, instruction, file_path, file_content, output, stop_reason, "
+            "settings_json, created_at FROM turns WHERE session_id = ? ORDER BY idx", (session_id,))
         out = []
         for idx, role, inp, instr, fpath, fcontent, output, stop, sj, created in rows:
             out.append(TurnRecord(index=idx, input=inp, output=output, role=role, instruction=instr,
                                   file_path=fpath, file_content=fcontent, stop_reason=stop,
-                                  settings=json.loads(sj) if sj else None, created_at=created))
+                                  settings=self._json(sj, f"session {session_id} turn {idx} settings") if sj else None,
+                                  created_at=created))
         return out
+
+    def _json(self, text: str, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            raise SessionError(f"{self.path}: {what} is corrupt (not JSON)") from None
 
     def truncate_turns(self, session_id: str, keep: int) -> None:
         """Drop turns (and their messages, windows, edits, checkpoints) with index >= keep."""
@@ -324,9 +410,8 @@ class SessionStore:
                       (session_id, turn_idx, role, content))
 
     def messages(self, session_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._conn.execute("SELECT turn_idx, role, content FROM messages WHERE session_id = ? "
-                                      "ORDER BY id", (session_id,)).fetchall()
+        rows = self._read("SELECT turn_idx, role, content FROM messages WHERE session_id = ? "
+                          "ORDER BY id", (session_id,))
         return [{"turn": t, "role": r, "content": c} for t, r, c in rows]
 
     # -- telemetry ---------------------------------------------------------------------------
@@ -346,9 +431,13 @@ class SessionStore:
         if turn_idx is not None:
             sql += " AND turn_idx = ?"
             args.append(turn_idx)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY turn_idx, seq", args).fetchall()
-        return [(t, WindowStats.from_dict(json.loads(js))) for t, js in rows]
+        out = []
+        for t, js in self._read(sql + " ORDER BY turn_idx, seq", args):
+            try:
+                out.append((t, WindowStats.from_dict(self._json(js, f"session {session_id} window record"))))
+            except (TypeError, ValueError):
+                raise SessionError(f"{self.path}: session {session_id} has a corrupt window record") from None
+        return out
 
     # -- edits -------------------------------------------------------------------------------
     def add_edit(self, session_id: str, turn_idx: int, path: str, before_sha256: str,
@@ -368,10 +457,8 @@ class SessionStore:
             c.execute("UPDATE edits SET status = ? WHERE id = ?", (status, edit_id))
 
     def edits(self, session_id: str) -> list[EditRecord]:
-        with self._lock:
-            rows = self._conn.execute("SELECT id, turn_idx, path, before_sha256, after_sha256, status, "
-                                      "created_at FROM edits WHERE session_id = ? ORDER BY id",
-                                      (session_id,)).fetchall()
+        rows = self._read("SELECT id, turn_idx, path, before_sha256, after_sha256, status, "
+                          "created_at FROM edits WHERE session_id = ? ORDER BY id", (session_id,))
         return [EditRecord(*r) for r in rows]
 
     # -- app settings ------------------------------------------------------------------------
@@ -381,14 +468,10 @@ class SessionStore:
                       (key, json.dumps(value)))
 
     def get_setting(self, key: str, default: Any = None) -> Any:
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        if not rows:
             return default
-        try:
-            return json.loads(row[0])
-        except ValueError:
-            raise SessionError(f"{self.path}: setting {key!r} is corrupt") from None
+        return self._json(rows[0][0], f"setting {key!r}")
 
     # -- engine state (checkpoints and saved state) -----------------------------------------
     def add_checkpoint(self, session_id: str, turn_idx: int, label: str, pos: int,
@@ -409,8 +492,7 @@ class SessionStore:
         if label is not None:
             sql += " AND label = ?"
             args.append(label)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY id", args).fetchall()
+        rows = self._read(sql + " ORDER BY id", args)
         return [CheckpointRecord(i, s, t, lab, p, BlobRef(sha, size, mid), created)
                 for i, s, t, lab, p, sha, size, mid, created in rows]
 
@@ -423,8 +505,7 @@ class SessionStore:
         self._drop_blob_if_unused(record.ref.sha256)
 
     def _drop_blob_if_unused(self, sha: str) -> None:
-        with self._lock:
-            used = self._conn.execute("SELECT 1 FROM checkpoints WHERE blob_sha256 = ? LIMIT 1", (sha,)).fetchone()
+        used = self._read("SELECT 1 FROM checkpoints WHERE blob_sha256 = ? LIMIT 1", (sha,))
         if not used:
             self.blobs.delete(sha)
 

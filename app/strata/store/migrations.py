@@ -84,6 +84,14 @@ MIGRATIONS: list[tuple[int, str]] = [
     CREATE INDEX messages_by_session ON messages(session_id, turn_idx);
     CREATE INDEX edits_by_session ON edits(session_id, id);
     """),
+    (3, """
+    CREATE TABLE imports (
+        digest TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        source TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -85,6 +85,7 @@ class StrataApp(App):
         replay: Any = None,
         keymap: dict[str, str] | None = None,
         title: str | None = None,
+        force: bool = False,
     ) -> None:
         if mode not in MODES:
             raise UsageError(f"TUI mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -102,6 +103,7 @@ class StrataApp(App):
         self.session_id = session_id
         self.edit_path = Path(edit_path) if edit_path is not None else None
         self.instruction = instruction
+        self.force = force          # edit: `strata edit --force` (hard links in place)
         self.replay = replay
         if keymap is None:
             from .keymap import load_keymap

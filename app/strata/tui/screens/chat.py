@@ -51,6 +51,7 @@ class ChatScreen(EngineScreen):
     def __init__(self) -> None:
         super().__init__()
         self.chat: ChatSession | None = None
+        self._pending_confirm: tuple[str, int] | None = None  # an undo/retry waiting for its second press
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -84,14 +85,34 @@ class ChatScreen(EngineScreen):
         self.post_message(ChatReady(chat))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
-    def _undo(self) -> None:
+    def _undo(self, delete_stored: bool = False) -> None:
+        chat = self.chat
         try:
-            undone = self.chat.undo()  # type: ignore[union-attr]
+            undone = chat.undo(delete_stored=delete_stored)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001
             self.post_message(TurnsChanged(describe_error(exc), error=True))
             return
-        self.post_message(TurnsChanged(f"undid turn {undone.index + 1}; engine back at position "
+        stored = f", deleted from session {chat.session_id}" if chat.store is not None else ""  # type: ignore[union-attr]
+        self.post_message(TurnsChanged(f"undid turn {undone.index + 1}{stored}; engine back at position "
                                        f"{self.app.generator.pos}"))  # type: ignore[attr-defined]
+
+    def _confirm_stored(self, action: str) -> bool | None:
+        """None: ask first (a stored turn of an earlier run would be deleted); True: confirmed
+        by pressing the key again; False: nothing stored is at stake."""
+        chat = self.chat
+        if not chat.undo_deletes_stored():  # type: ignore[union-attr]
+            self._pending_confirm = None
+            return False
+        if self._pending_confirm == (action, len(chat.turns)):  # type: ignore[union-attr]
+            self._pending_confirm = None
+            return True
+        self._pending_confirm = (action, len(chat.turns))  # type: ignore[union-attr]
+        n = chat.turns[-1].index + 1  # type: ignore[union-attr]
+        note = (f"turn {n} was stored by an earlier run of session {chat.session_id}: "  # type: ignore[union-attr]
+                f"{action} deletes it from the store; press the key again to go on")
+        self._status(note, error=True)
+        self.post_message(StatusNote(note, error=True))
+        return None
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
     def _save(self) -> None:
@@ -165,6 +186,9 @@ class ChatScreen(EngineScreen):
         if not self.chat.turns:
             self.notify("nothing to retry yet", severity="warning")
             return
+        confirmed = self._confirm_stored("retry")
+        if confirmed is None:
+            return
         transcript = self.query_one(Transcript)
         blocks = transcript.messages()
         if blocks and blocks[-1][0] == "assistant":
@@ -172,12 +196,19 @@ class ChatScreen(EngineScreen):
         transcript.add_message("assistant")
         chat, settings = self.chat, self.app.settings  # type: ignore[attr-defined]
         self._status("retrying from the checkpoint before the last turn\u2026")
-        self.start_run(lambda stop: chat.retry(settings, stop), transcript.append_text)
+        self.start_run(lambda stop: chat.retry(settings, stop, delete_stored=bool(confirmed)),
+                       transcript.append_text)
 
     def action_undo_turn(self) -> None:
         if not self._idle():
             return
-        self._undo()
+        if self.chat.turns:
+            confirmed = self._confirm_stored("undo")
+            if confirmed is None:
+                return
+            self._undo(bool(confirmed))
+        else:
+            self._undo()
 
     def action_save_session(self) -> None:
         if not self._idle():

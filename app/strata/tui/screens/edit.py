@@ -50,6 +50,7 @@ class EditScreen(EngineScreen):
         self.phase = "opening"
         self.instruction = ""
         self.accepted = 0
+        self._confirm_accept = False  # a rewrite with warnings was accepted once: the next a writes
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -77,17 +78,18 @@ class EditScreen(EngineScreen):
         app = self.app
         try:
             session = EditSession(app.generator, app.edit_path, app.settings,  # type: ignore[attr-defined]
-                                  store=app.store, session_id=app.session_id)  # type: ignore[attr-defined]
+                                  store=app.store, session_id=app.session_id,  # type: ignore[attr-defined]
+                                  force=getattr(app, "force", False))
         except Exception as exc:  # noqa: BLE001 - shown on screen
             self.post_message(EditReady(None, exc))
             return
         self.post_message(EditReady(session))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
-    def _apply(self, action: str) -> None:
+    def _apply(self, action: str, force: bool = False) -> None:
         try:
             if action == "accept":
-                self.session.accept()  # type: ignore[union-attr]
+                self.session.accept(force=force)  # type: ignore[union-attr]
             else:
                 self.session.undo()  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001
@@ -147,6 +149,8 @@ class EditScreen(EngineScreen):
             model = getattr(self.app.generator, "model_name", "")  # type: ignore[attr-defined]
             self.app.sub_title = f"{model} \u00b7 session {message.session.session_id}"
         self.app.edit_session = message.session  # type: ignore[attr-defined]
+        for note in message.session.notes:  # symlink followed, stale temps removed, read-only ...
+            self.post_message(StatusNote(note, error=bool(message.session.target.refusal)))
         first = self.app.instruction  # type: ignore[attr-defined]
         if first:
             self._propose(first)
@@ -183,16 +187,30 @@ class EditScreen(EngineScreen):
         n = diff.hunk_count
         warn = "" if session.proposal.complete else \
             f"  [stopped early: {session.proposal.stop_reason}, not acceptable]"
+        self._confirm_accept = False
+        if session.proposal.warnings:  # the same checks that make headless --yes refuse
+            warn += "  [warning: " + "; ".join(session.proposal.warnings) + "]"
+            for w in session.proposal.warnings:
+                self.post_message(StatusNote(f"{self.app.edit_path}: {w}", error=True))  # type: ignore[attr-defined]
         s = self.app.telemetry.summary()  # type: ignore[attr-defined]
         self._set_phase("review", f"{n} hunk{'s' if n != 1 else ''} \u00b7 a accept \u00b7 r reject "
                         f"\u00b7 e edit again \u00b7 u undo \u00b7 j/k hunks \u00b7 "
-                        f"{s.tokens_per_s:.0f} tok/s, acceptance {s.acceptance:.0%}{warn}")
+                        f"{s.tokens_per_s:.0f} tok/s, acceptance {s.acceptance:.0%}{warn}",
+                        error=bool(session.proposal.warnings))
 
     # -- review actions -----------------------------------------------------------------
     def action_accept(self) -> None:
         if self.phase == "review" and not self.busy:
+            proposal = self.session.proposal if self.session else None
+            if proposal is not None and proposal.warnings and not self._confirm_accept:
+                self._confirm_accept = True
+                self._set_phase("review", "warning: " + "; ".join(proposal.warnings)
+                                + " \u00b7 press a again to write it anyway, r to reject", error=True)
+                return
+            force = self._confirm_accept
+            self._confirm_accept = False
             self._set_phase("streaming", "writing the file\u2026")
-            self._apply("accept")
+            self._apply("accept", force)
 
     def action_reject(self) -> None:
         if self.phase != "review" or self.session is None:

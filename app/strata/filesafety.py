@@ -1,0 +1,236 @@
+"""What a careful editor checks before it writes a file the user asked it to change.
+
+- **Where to write** (`WriteTarget`): a symlink is followed, so the target changes and the link
+  stays a link; a read-only file, a file in a folder strata cannot write in, or a file with
+  other names (hard links, which an atomic replace would split from the rewrite) is refused
+  with a line that says why and what to do. With `force`, a hard-linked file is rewritten in
+  place (every name sees the rewrite) behind a backup copy.
+- **Leftovers** (`clean_stale_temps`): temp files of writers that were killed (their process is
+  gone) are removed; the file itself is intact by construction (see store.atomic).
+- **Never a broken file** (`rewrite_warnings`): a rewrite of a file that parsed (Python, JSON,
+  TOML, YAML when PyYAML is installed) that no longer parses, or one that deletes most of the
+  file, gets a warning; headless `--yes` refuses to write it without `--force`, the TUI shows
+  it and asks for a second accept.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import EditError
+from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_temp_files,
+                           temp_file_pid)
+
+# a rewrite that keeps fewer than this share of the old lines, and is this much shorter, "deletes
+# most of the file"; tiny files are left out (rewriting 3 lines is not a disaster)
+KEEP_SHARE = 0.5
+MIN_LINES_FOR_DELETE_CHECK = 8
+
+
+def display_name(path: str | os.PathLike) -> str:
+    """A file name fit for one line of text, whatever bytes it has."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def check_name(path: str | os.PathLike) -> None:
+    """EditError for file names strata cannot record or show faithfully (not UTF-8)."""
+    raw = os.fsencode(path)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EditError(f"{display_name(path)}: the file name is not valid UTF-8; rename the file "
+                        "to edit it with strata") from None
+
+
+@dataclass
+class WriteTarget:
+    """The file that accept() writes for a path the user named, and how."""
+
+    path: Path                  # as the user named it
+    real: Path                  # the file that gets written (a symlink's target)
+    in_place: bool = False      # rewrite the inode itself (hard links, with force)
+    notes: list[str] = field(default_factory=list)
+    refusal: str | None = None  # why it must not be written (None: it may)
+
+    @property
+    def is_link(self) -> bool:
+        return self.real != self.path
+
+
+def write_target(path: str | os.PathLike, *, force: bool = False) -> WriteTarget:
+    p = Path(path)
+    check_name(p)
+    name = display_name(p)
+    real = p
+    notes: list[str] = []
+    if p.is_symlink():
+        try:
+            real = Path(os.path.realpath(p, strict=True))
+        except (OSError, RuntimeError):
+            raise EditError(f"{name}: a symlink whose target does not exist (or a loop)") from None
+        notes.append(f"{name} is a symlink: strata edits its target {display_name(real)} and keeps the link")
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        raise EditError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise EditError(f"{name}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise EditError(f"{name}: not a regular file")
+    target = WriteTarget(p, real, notes=notes)
+    if not os.access(real, os.W_OK) or not (st.st_mode & 0o222):
+        target.refusal = (f"{name} is read-only; strata does not change read-only files "
+                          f"(make it writable, e.g. chmod u+w, if you mean to)")
+        return target
+    if st.st_nlink > 1:
+        others = st.st_nlink - 1
+        names = f"{others} other name{'s' if others != 1 else ''}"
+        if force:
+            target.in_place = True
+            notes.append(f"{name} has {names} (hard links): written in place, so every name sees "
+                         "the rewrite")
+        else:
+            target.refusal = (f"{name} has {names} (hard links): replacing it would leave them with the "
+                              "old text; pass --force to write it in place (every name sees the rewrite)")
+            return target
+    if not target.in_place and not os.access(real.parent, os.W_OK | os.X_OK):
+        target.refusal = (f"{name}: strata cannot write in the folder {display_name(real.parent)} "
+                          "(it writes a temp file beside the file and renames it over the file)")
+    return target
+
+
+def write_file(target: WriteTarget, data: bytes) -> None:
+    """Write `data` to the target: atomically (temp, fsync, rename; the link stays a link), or
+    in place behind a backup copy that a killed run leaves for the next run to report."""
+    if target.refusal:
+        raise EditError(target.refusal)
+    try:
+        if not target.in_place:
+            atomic_write_bytes(target.real, data)
+            return
+        _write_in_place(target.real, data)
+    except PermissionError as exc:
+        raise EditError(f"{display_name(target.path)}: not written ({exc.strerror})") from None
+    except OSError as exc:
+        raise EditError(f"{display_name(target.path)}: not written ({exc.strerror or exc})") from None
+
+
+def _write_in_place(real: Path, data: bytes) -> None:
+    backup = real.with_name(f"{TMP_PREFIX}{real.name}.{os.getpid()}{BACKUP_SUFFIX}")
+    atomic_write_bytes(backup, real.read_bytes())
+    with open(real, "r+b") as f:
+        f.truncate(0)
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    backup.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OSError:
+        return True
+    return True
+
+
+def clean_stale_temps(path: str | os.PathLike) -> list[str]:
+    """Remove temp files that killed strata runs left beside `path`; returns notes to show.
+    A temp file of a live writer is left alone. A backup of an interrupted in-place write is
+    never deleted: the file may be half written, so EditError says where the backup is."""
+    p = Path(path)
+    notes: list[str] = []
+    removed = 0
+    for tmp in stale_temp_files(p):
+        pid = temp_file_pid(tmp)
+        if pid is not None and _alive(pid):
+            continue
+        if tmp.name.endswith(BACKUP_SUFFIX):
+            raise EditError(f"{display_name(p)}: an interrupted in-place write left the previous "
+                            f"version in {display_name(tmp)}; check the file, then delete or restore that copy")
+        try:
+            tmp.unlink()
+            removed += 1
+        except OSError:
+            pass
+    if removed:
+        notes.append(f"removed {removed} temp file{'s' if removed != 1 else ''} that a killed strata "
+                     f"left beside {display_name(p)} (the file itself was intact)")
+    return notes
+
+
+# -- never write a broken file ---------------------------------------------------------------------
+def _parse_error(kind: str, text: str) -> str | None:
+    """None when `text` parses as `kind`, else a short reason with the line."""
+    try:
+        if kind == "Python":
+            compile(text, "<rewrite>", "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+        elif kind == "JSON":
+            json.loads(text)
+        elif kind == "TOML":
+            import tomllib
+
+            tomllib.loads(text)
+        elif kind == "YAML":
+            import yaml  # type: ignore[import-untyped]
+
+            list(yaml.safe_load_all(text))
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except json.JSONDecodeError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (RecursionError, MemoryError):
+        return "nested too deeply to parse"
+    except ValueError as exc:  # tomllib.TOMLDecodeError, null bytes
+        return str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
+    except Exception as exc:  # noqa: BLE001 - yaml.YAMLError and friends: any failure is "does not parse"
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        return where + (getattr(exc, "problem", None) or exc.__class__.__name__)
+    return None
+
+
+def syntax_of(path: str | os.PathLike) -> str | None:
+    """The language strata can check for this file name, when it has a parser at hand."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".py", ".pyi"):
+        return "Python"
+    if suffix == ".json":
+        return "JSON"
+    if suffix == ".toml":
+        return "TOML"
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml  # type: ignore[import-untyped]  # noqa: F401
+        except ImportError:
+            return None
+        return "YAML"
+    return None
+
+
+def rewrite_warnings(path: str | os.PathLike, old: str, new: str) -> list[str]:
+    """Why writing `new` over `old` may break the file (empty: nothing found)."""
+    out: list[str] = []
+    kind = syntax_of(path)
+    if kind is not None and _parse_error(kind, old) is None:
+        why = _parse_error(kind, new)
+        if why is not None:
+            out.append(f"the rewrite is not valid {kind} ({why}), the file was")
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        kept = sum(b.size for b in matcher.get_matching_blocks())
+        if kept < KEEP_SHARE * len(old_lines):
+            out.append(f"the rewrite deletes most of the file ({len(old_lines) - kept} of "
+                       f"{len(old_lines)} lines gone, {len(new_lines)} left)")
+    return out

@@ -1,0 +1,261 @@
+"""strata edit writes files the way a careful editor does: symlinks followed (the link stays),
+read-only files and hard links refused (or, with --force, written in place), killed runs'
+temp files cleaned up, and a rewrite that breaks a file that parsed refused unless forced."""
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from strata.cli import ExitCode, app
+from strata.cli.runner import run_app
+from strata.edit import EditSession
+from strata.errors import EditError
+from strata.fake import FakeGenerator
+from strata.filesafety import clean_stale_temps, rewrite_warnings, write_target
+from strata.store.atomic import atomic_write_bytes, stale_temp_files
+
+PY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(12))
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_ALLOW_FAKE", "1")
+    monkeypatch.setenv("STRATA_DEBUG", "0")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        run_app(app, list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def _one_line(err):
+    assert "Traceback" not in err
+    assert len([x for x in err.splitlines() if x.startswith("strata: error")]) == 1, err
+
+
+def _dead_pid():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+# -- symlinks ----------------------------------------------------------------------------------
+def test_symlink_edits_the_target_and_keeps_the_link(tmp_path):
+    real = tmp_path / "real" / "calc.py"
+    real.parent.mkdir()
+    real.write_text(PY)
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    ed = EditSession(FakeGenerator(), link)
+    assert any("symlink" in n for n in ed.notes)
+    list(ed.propose("replace x + 1 with x * 100"))
+    ed.accept()
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == PY.replace("x + 1", "x * 100")
+    ed.undo()
+    assert link.is_symlink() and real.read_text() == PY
+    assert stale_temp_files(real) == [] and stale_temp_files(link) == []
+
+
+def test_relative_and_chained_symlinks(tmp_path):
+    (tmp_path / "d").mkdir()
+    real = tmp_path / "d" / "a.txt"
+    real.write_text("one\n")
+    (tmp_path / "d" / "b.txt").symlink_to("a.txt")          # relative
+    (tmp_path / "c.txt").symlink_to(tmp_path / "d" / "b.txt")  # a link to a link
+    ed = EditSession(FakeGenerator(), tmp_path / "c.txt")
+    list(ed.propose("replace one with two"))
+    ed.accept()
+    assert real.read_text() == "two\n"
+    assert (tmp_path / "c.txt").is_symlink() and (tmp_path / "d" / "b.txt").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+def test_broken_symlinks_are_one_line_errors(tmp_path, kind):
+    link = tmp_path / "x.py"
+    if kind == "dangling":
+        link.symlink_to(tmp_path / "missing.py")
+    else:
+        link.symlink_to(tmp_path / "y.py")
+        (tmp_path / "y.py").symlink_to(link)
+    with pytest.raises(EditError, match="x.py"):
+        EditSession(FakeGenerator(), link)
+
+
+# -- read-only and hard links -------------------------------------------------------------------
+@pytest.mark.parametrize("mode", [0o444, 0o400, 0o555])
+def test_read_only_files_are_not_written(tmp_path, mode):
+    f = tmp_path / "ro.py"
+    f.write_text(PY)
+    f.chmod(mode)
+    ed = EditSession(FakeGenerator(), f)
+    assert any("read-only" in n for n in ed.notes)
+    list(ed.propose("replace x + 1 with x * 2"))
+    with pytest.raises(EditError, match="read-only"):
+        ed.accept()
+    assert f.read_text() == PY and (f.stat().st_mode & 0o777) == mode
+
+
+def test_cli_yes_on_a_read_only_file_refuses_before_loading(capsys, cli_env, tmp_path):
+    f = tmp_path / "ro.py"
+    f.write_text(PY)
+    f.chmod(0o444)
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace x with y", "--yes")
+    assert code == ExitCode.EDIT and "read-only" in err
+    _one_line(err)
+    assert f.read_text() == PY
+
+
+def test_hard_links_are_refused_or_written_in_place(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text(PY)
+    b = tmp_path / "b.py"
+    os.link(a, b)
+    ed = EditSession(FakeGenerator(), a)
+    list(ed.propose("replace x + 1 with x * 2"))
+    with pytest.raises(EditError, match="hard links"):
+        ed.accept()
+    assert a.read_text() == b.read_text() == PY
+    inode = a.stat().st_ino
+    ed = EditSession(FakeGenerator(), a, force=True)
+    assert any("in place" in n for n in ed.notes)
+    list(ed.propose("replace x + 1 with x * 2"))
+    ed.accept()
+    assert a.read_text() == b.read_text() == PY.replace("x + 1", "x * 2")
+    assert a.stat().st_ino == inode and a.stat().st_nlink == 2
+    assert stale_temp_files(a) == []
+
+
+def test_folder_without_write_permission(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes in any folder")
+    d = tmp_path / "ro"
+    d.mkdir()
+    f = d / "x.py"
+    f.write_text(PY)
+    d.chmod(0o555)
+    try:
+        assert "cannot write in the folder" in (write_target(f).refusal or "")
+    finally:
+        d.chmod(0o755)
+
+
+# -- stale temp files ---------------------------------------------------------------------------
+def test_stale_temps_of_killed_writers_are_removed_live_ones_kept(tmp_path):
+    f = tmp_path / "calc.py"
+    f.write_text(PY)
+    dead = _dead_pid()
+    stale = [tmp_path / f".strata-calc.py.{dead}.abcd1234.tmp",
+             tmp_path / ".strata-calc.py.oldformat.tmp"]
+    live = tmp_path / f".strata-calc.py.{os.getpid()}.zz.tmp"
+    other = tmp_path / f".strata-calc.pyc.{dead}.q.tmp"    # another file's temp: not ours
+    for p in stale + [live, other]:
+        p.write_text("half")
+    notes = clean_stale_temps(f)
+    assert notes and "removed 2 temp files" in notes[0]
+    assert not any(p.exists() for p in stale)
+    assert live.exists() and other.exists() and f.read_text() == PY
+
+
+def test_a_backup_of_an_interrupted_in_place_write_is_never_deleted(tmp_path):
+    f = tmp_path / "calc.py"
+    f.write_text(PY[:40])
+    backup = tmp_path / f".strata-calc.py.{_dead_pid()}.bak"
+    backup.write_text(PY)
+    with pytest.raises(EditError, match="interrupted in-place write"):
+        EditSession(FakeGenerator(), f)
+    assert backup.read_text() == PY
+
+
+def test_temp_names_carry_the_pid(tmp_path):
+    f = tmp_path / "x"
+    seen = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        seen.append(os.path.basename(src))
+        return real_replace(src, dst)
+
+    os.replace = spy
+    try:
+        atomic_write_bytes(f, b"data")
+    finally:
+        os.replace = real_replace
+    assert seen and seen[0].startswith(f".strata-x.{os.getpid()}.")
+
+
+# -- never write a broken file ------------------------------------------------------------------
+BROKEN = {
+    "x.py": ("def f(x):\n    return x\n", "def f(x:\n    return x\n"),
+    "x.json": ('{"a": [1, 2]}\n', '{"a": [1, 2}\n'),
+    "x.toml": ('[a]\nb = 1\n', '[a\nb = 1\n'),
+    "x.yaml": ("a:\n  - 1\n  - 2\n", "a:\n  - 1\n - 2: [\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_rewrite_that_stops_parsing_is_refused_unless_forced(tmp_path, name):
+    old, new = BROKEN[name]
+    warnings = rewrite_warnings(name, old, new)
+    if name.endswith(".yaml"):
+        pytest.importorskip("yaml")
+    assert len(warnings) == 1 and "not valid" in warnings[0] and "line" in warnings[0]
+    f = tmp_path / name
+    f.write_text(old)
+    ed = EditSession(FakeGenerator(responder=lambda ctx, s: new + "<|endoftext|>"), f)
+    list(ed.propose("break it"))
+    assert ed.proposal.warnings == warnings
+    with pytest.raises(EditError, match="--force"):
+        ed.accept()
+    assert f.read_text() == old
+    ed.accept(force=True)
+    assert f.read_text() == new
+
+
+@pytest.mark.parametrize("name,old,new", [
+    ("x.py", "def f(:\n", "def f():\n    pass\n"),        # it did not parse before
+    ("x.py", "a = 1\n", "a = 2\n"),
+    ("x.json", "{}", '{"a": 1}'),
+    ("x.txt", "(\n", ")\n"),                               # no parser for text
+    ("x.md", "# t\n" * 20, "# t\n"),                      # small? no: 20 lines -> 1 is a deletion
+])
+def test_no_false_alarms(name, old, new):
+    got = rewrite_warnings(name, old, new)
+    if name == "x.md":
+        assert got and "deletes most" in got[0]
+    else:
+        assert got == []
+
+
+@pytest.mark.parametrize("n_old,n_new,warn", [(40, 3, True), (40, 19, True), (40, 21, False),
+                                              (40, 40, False), (7, 0, False), (8, 0, True)])
+def test_deleting_most_of_the_file(n_old, n_new, warn):
+    old = "".join(f"line {i}\n" for i in range(n_old))
+    new = "".join(f"line {i}\n" for i in range(n_new))
+    assert bool(rewrite_warnings("notes.txt", old, new)) == warn
+
+
+def test_cli_yes_refuses_a_broken_rewrite_and_force_writes_it(capsys, cli_env, tmp_path):
+    f = tmp_path / "calc.py"
+    f.write_text(PY)
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace (x) with (x", "--yes", "--no-save")
+    assert code == ExitCode.EDIT and "not valid Python" in err and "--force" in err
+    _one_line(err)
+    assert f.read_text() == PY
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace (x) with (x", "--yes",
+                       "--force", "--no-save")
+    assert code == 0, err
+    assert "warning" in err and f.read_text() == PY.replace("(x)", "(x")
+
+
+def test_deeply_nested_json_is_checked_without_a_crash():
+    deep = "[" * 100_000 + "]" * 100_000
+    got = rewrite_warnings("x.json", "[1]", deep)
+    assert got and "nested too deeply" in got[0]
+    assert rewrite_warnings("x.py", "a = 1\n", "a = " + "(" * 10_000 + ")" * 10_000 + "\n")
