@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Callable, Iterator
 
 from . import prompts
-from .errors import ModelError, WindowError
+from .errors import ContextError, ModelError, WindowError
 from .protocol import GenerationSettings, WindowEvent, WindowStats
 
 SPECIAL_IDS = {tok: i for i, tok in enumerate(prompts.SPECIAL_TOKENS)}
@@ -179,7 +179,7 @@ class FakeGenerator:
                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
         self._check_idle("stream")
         if self.pos + len(prompt_ids) > self.context_limit:
-            raise WindowError(
+            raise ContextError(
                 f"prompt of {len(prompt_ids)} tokens at position {self.pos} passes the context "
                 f"limit of {self.context_limit}")
         self._tokens.extend(int(t) for t in prompt_ids)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import ModelError, UsageError, WindowError
+from .errors import ContextError, ModelError, UsageError, WindowError
 from .protocol import GenerationSettings, WindowEvent, WindowStats
 from .tokenizer import IncrementalDecoder, Tokenizer
 
-__all__ = ["Generator", "Summary", "summarize", "decode_kwargs"]
+__all__ = ["Generator", "Summary", "summarize"]
 
 _STATE_MAGIC = b"STRGEN01"
 
@@ -33,36 +33,6 @@ def _engine_module():
     from . import _engine  # noqa: PLC0415
 
     return _engine
-
-
-def decode_kwargs(settings: GenerationSettings) -> dict[str, Any]:
-    """GenerationSettings -> keyword arguments of `_engine.Decoder.start`, checked (UsageError)."""
-    s = settings
-    if s.max_new < 0:
-        raise UsageError(f"max_new must be >= 0 (got {s.max_new})")
-    if s.temperature < 0:
-        raise UsageError(f"temperature must be >= 0 (got {s.temperature})")
-    if s.top_k < 0:
-        raise UsageError(f"top_k must be >= 0 (got {s.top_k})")
-    if not 0 < s.top_p <= 1:
-        raise UsageError(f"top_p must be in (0, 1] (got {s.top_p})")
-    if s.repetition_penalty <= 0:
-        raise UsageError(f"repetition_penalty must be > 0 (got {s.repetition_penalty})")
-    if s.draft not in ("none", "suffix", "baseline"):
-        raise UsageError(f"draft must be 'none' or 'suffix' (got {s.draft!r})")
-    if s.drafter not in ("baseline", "suffix"):
-        raise UsageError(f"drafter must be 'baseline' or 'suffix' (got {s.drafter!r})")
-    if s.max_draft is not None and not 0 <= s.max_draft <= 15:
-        raise UsageError(f"max_draft must be in 0..15 (got {s.max_draft})")
-    if s.min_match < 1:
-        raise UsageError(f"min_match must be >= 1 (got {s.min_match})")
-    if not 0 <= int(s.seed) < 2**64:
-        raise UsageError(f"seed must be in 0..2^64-1 (got {s.seed})")
-    drafter = "none" if s.draft == "none" else ("baseline" if s.draft == "baseline" else s.drafter)
-    return dict(max_new=int(s.max_new), temperature=float(s.temperature), top_k=int(s.top_k),
-                top_p=float(s.top_p), repetition_penalty=float(s.repetition_penalty),
-                presence_penalty=float(s.presence_penalty), frequency_penalty=float(s.frequency_penalty),
-                seed=int(s.seed), drafter=drafter, max_draft=s.max_draft, min_match=int(s.min_match))
 
 
 class Generator:
@@ -186,10 +156,10 @@ class Generator:
     def stream(self, prompt_ids: list[int], settings: GenerationSettings,
                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
         self._check_idle("stream")
-        kwargs = decode_kwargs(settings)
+        kwargs = settings.decode_kwargs()  # validated when the settings were made
         ids = [int(t) for t in prompt_ids]
         if self.pos + len(ids) > self.context_limit:
-            raise WindowError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
+            raise ContextError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
                               f"limit of {self.context_limit}")
         if not ids and not self.decoder.pending:
             raise UsageError("empty prompt: give at least one token")

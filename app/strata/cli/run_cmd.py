@@ -73,24 +73,15 @@ def run_command(
     """Generate once from a prompt and print the text (no session is saved)."""
     from ..generate import Generator, summarize
     from ..models import resolve_model
-    from ..protocol import GenerationSettings
+    from ..settings import GenerationSettings
 
-    if draft not in ("none", "suffix", "baseline"):
-        raise UsageError(f"--draft must be none, suffix or baseline, not {draft!r}")
-    if max_new < 0:
-        raise UsageError(f"--max-new must be >= 0, not {max_new}")
-    if max_draft is not None and not 0 <= max_draft <= 15:
-        raise UsageError(f"--max-draft must be in 0..15, not {max_draft}")
-    if min_match < 1:
-        raise UsageError(f"--min-match must be >= 1, not {min_match}")
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     text, ids = _read_prompt(prompt, prompt_file, prompt_ids)
     settings = GenerationSettings(
         max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed,
-        draft="none" if draft == "none" else "suffix", drafter="baseline" if draft == "baseline" else "suffix",
-        max_draft=max_draft, min_match=min_match)
+        draft=draft, max_draft=max_draft, min_match=min_match)
 
     path = resolve_model(model)
     t_load = time.perf_counter()

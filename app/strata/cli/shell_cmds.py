@@ -64,29 +64,9 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def _settings(base: GenerationSettings | None = None, *, draft: str | None = None,
-              temperature: float | None = None, seed: int | None = None,
-              max_new: int | None = None, max_draft: int | None = None) -> GenerationSettings:
-    s = GenerationSettings.from_dict((base or GenerationSettings()).to_dict())
-    if draft is not None:
-        if draft not in ("none", "suffix"):
-            raise UsageError(f"--draft must be none or suffix, not {draft!r}")
-        s.draft = draft
-    if temperature is not None:
-        if temperature < 0:
-            raise UsageError(f"--temperature must be >= 0, not {temperature}")
-        s.temperature = temperature
-    if seed is not None:
-        s.seed = seed
-    if max_new is not None:
-        if max_new < 1:
-            raise UsageError(f"--max-new must be at least 1, not {max_new}")
-        s.max_new = max_new
-    if max_draft is not None:
-        if max_draft < 0:
-            raise UsageError(f"--max-draft must be >= 0, not {max_draft}")
-        s.max_draft = max_draft
-    return s
+def _settings(base: GenerationSettings | None = None, **changes: Any) -> GenerationSettings:
+    """The base settings with the options that were given (validated by GenerationSettings)."""
+    return (base or GenerationSettings()).replace(**changes)
 
 
 def _open_store(no_save: bool = False):
