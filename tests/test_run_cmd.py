@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("strata._engine")
 import strata  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 
 # the folder this test imported strata from (app/ in a checkout, site-packages when installed)
 APP = str(Path(strata.__file__).resolve().parents[1])

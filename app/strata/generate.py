@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .errors import ContextError, ModelError, UsageError, WindowError
 from .protocol import GenerationSettings, WindowEvent, WindowStats
+from .telemetry import Summary, summarize  # noqa: F401 (re-exported: `strata run --json` stats)
 from .tokenizer import IncrementalDecoder, Tokenizer
 
 __all__ = ["Generator", "Summary", "summarize"]
@@ -215,65 +214,3 @@ class Generator:
         stats.emitted = delivered  # tokens this event delivers (the first one adds the prefill's)
         self.last_stats.append(stats)
         return stats
-
-
-# -- aggregates ------------------------------------------------------------------------------
-def _ratio(a: float, b: float) -> float:
-    return float(a) / float(b) if b else 0.0
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    xs = sorted(values)
-    k = (len(xs) - 1) * q / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-@dataclass
-class Summary:
-    """Aggregates of a generation's windows (what `strata run --json` reports as `stats`)."""
-
-    windows: int = 0
-    tokens: int = 0
-    n_drafted: int = 0
-    n_accept: int = 0
-    acceptance: float = 0.0          # n_accept / n_drafted
-    mean_keep: float = 0.0           # committed rows per window
-    mean_T: float = 0.0
-    tokens_per_window: float = 0.0
-    decode_s: float = 0.0
-    prefill_s: float = 0.0
-    tokens_per_s: float = 0.0        # emitted tokens / decode time (prefill excluded)
-    accepted_per_s: float = 0.0      # accepted draft tokens / decode time
-    window_p50_ms: float = 0.0
-    window_p95_ms: float = 0.0
-    t_hist: dict[int, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["t_hist"] = {str(k): v for k, v in self.t_hist.items()}
-        return d
-
-
-def summarize(stats_list: Sequence[WindowStats], prefill_s: float = 0.0) -> Summary:
-    """Aggregates over windows; entries with T == 0 (no decode window ran) add only their tokens."""
-    windows = [s for s in stats_list if s.T > 0]
-    tokens = sum(s.emitted for s in stats_list)
-    drafted = sum(s.n_drafted for s in windows)
-    accepted = sum(s.n_accept for s in windows)
-    decode_s = sum(s.window_us for s in windows) / 1e6
-    lat = [s.window_us / 1e3 for s in windows]
-    return Summary(
-        windows=len(windows), tokens=tokens, n_drafted=drafted, n_accept=accepted,
-        acceptance=_ratio(accepted, drafted),
-        mean_keep=_ratio(sum(s.keep for s in windows), len(windows)),
-        mean_T=_ratio(sum(s.T for s in windows), len(windows)),
-        tokens_per_window=_ratio(tokens, len(windows)),
-        decode_s=decode_s, prefill_s=float(prefill_s),
-        tokens_per_s=_ratio(tokens, decode_s), accepted_per_s=_ratio(accepted, decode_s),
-        window_p50_ms=_percentile(lat, 50), window_p95_ms=_percentile(lat, 95),
-        t_hist=dict(sorted(Counter(s.T for s in windows).items())),
-    )

@@ -51,6 +51,8 @@ class WindowStats:
     union_per_layer: list[int] = field(default_factory=list)
     # experts selected in this window: one list of expert ids per MoE layer
     experts: list[list[int]] = field(default_factory=list)
+    # the experts among them that missed the resident cache (read from disk), same layout
+    cold_experts: list[list[int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

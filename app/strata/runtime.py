@@ -51,7 +51,7 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     (expert_cache, backend, ...); the streaming ones (PACK_ONLY_OPTIONS) need a pack."""
     if model is not None and str(model) == FAKE_MODEL and fake_allowed():
         check_stream_options(FAKE_MODEL, opts)
-        from .fake import FakeGenerator
+        from .testing.fake import FakeGenerator
 
         return FakeGenerator(**{k: v for k, v in opts.items() if k in ("context_limit", "window_delay")})
     path = resolve_model(model)

@@ -71,7 +71,8 @@ def run_command(
     stats: bool = typer.Option(False, "--stats", help="print the window statistics to stderr"),
 ) -> None:
     """Generate once from a prompt and print the text (no session is saved)."""
-    from ..generate import Generator, summarize
+    from ..generate import Generator
+    from ..telemetry import Collector
     from ..models import resolve_model
     from ..settings import GenerationSettings
 
@@ -102,28 +103,24 @@ def run_command(
     if gen.vocab_size and max(ids) >= gen.vocab_size:
         raise UsageError(f"--prompt-ids: token id {max(ids)} is outside the vocabulary ({gen.vocab_size})")
 
-    out_tokens: list[int] = []
-    stop_reason = None
-    pieces: list[str] = []
     echo = not as_json
-    for ev in gen.stream(ids, settings):
-        out_tokens.extend(ev.tokens)
-        pieces.append(ev.text)
+    rec = Collector()
+    for ev in rec.follow(gen.stream(ids, settings)):
         if echo and ev.text:
             sys.stdout.write(ev.text)
             sys.stdout.flush()
-        if ev.finished:
-            stop_reason = ev.stop_reason
+    out_tokens = rec.tokens
+    stop_reason = rec.stop_reason if rec.finished else None
     if echo and gen.tokenizer is None:
         # no tokenizer: the ids are the output
         sys.stdout.write(" ".join(map(str, out_tokens)))
     if echo:
         sys.stdout.write("\n")
-    summary = summarize(gen.last_stats, gen.last_prefill_s).to_dict()
+    summary = rec.summary(gen.last_prefill_s).to_dict()
     summary.update(prompt_tokens=len(ids), load_s=load_s, stop_reason=stop_reason,
                    approximate=stream_opts.approximate or any(s.approximate for s in gen.last_stats))
     if as_json:
-        obj = {"model": str(path), "text": "".join(pieces), "tokens": out_tokens,
+        obj = {"model": str(path), "text": rec.text, "tokens": out_tokens,
                "stop_reason": stop_reason, "settings": settings.to_dict(), "stats": summary}
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     if stats:
