@@ -205,6 +205,7 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
         touch_locked(ord * E_ + experts[k]);
         if (cold) {
             ++c_.cold_misses;
+            c_.cold_keys.push_back(ord * E_ + experts[k]);
             if (!root.count(experts[k])) ++c_.extra_cold;
         } else {
             ++c_.hits;
@@ -371,6 +372,17 @@ void StreamingExpertStore::drain_telemetry(WindowTelemetry& t) {
     for (int i = 0; i < n_slots_; ++i) used += slots_[size_t(i)]->key >= 0;
     t.cache_slots_used = used;
     t.cache_slots_total = n_slots_;
+    // which experts missed, per pack layer (= MoE layer order), like expert_ids
+    std::sort(c_.cold_keys.begin(), c_.cold_keys.end());
+    c_.cold_keys.erase(std::unique(c_.cold_keys.begin(), c_.cold_keys.end()), c_.cold_keys.end());
+    const int n_layers = int(pack_.geo().layers.size());
+    t.cold_ids.clear();
+    t.cold_offsets.assign(1, 0);
+    size_t k = 0;
+    for (int ord = 0; ord < n_layers; ++ord) {
+        for (; k < c_.cold_keys.size() && c_.cold_keys[k] / E_ == ord; ++k) t.cold_ids.push_back(c_.cold_keys[k] % E_);
+        t.cold_offsets.push_back(int(t.cold_ids.size()));
+    }
     c_ = Counters{};
 }
 

@@ -74,6 +74,7 @@ private:
         int64_t hits = 0, cold_misses = 0, urgent_loads = 0, prefetch_issued = 0, prefetch_used = 0,
                 prefetch_wasted = 0, bytes_read = 0, prefetched_bytes = 0, extra_cold = 0;
         double late_wait_us = 0;
+        std::vector<int> cold_keys;   // ord * num_experts + expert of every cold miss
     };
 
     int ord_or_throw(int layer) const;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "decode.h"
 #include "drafter.h"
@@ -136,6 +137,21 @@ void register_decode(py::module_& m) {
         .def(py::init<>())
         .def_property_readonly("n_contexts", &SuffixDrafter::n_contexts)
         .def_property_readonly_static("max_order", [](py::object) { return SuffixDrafter::kMaxOrder; });
+
+    // ---- limits the front ends validate settings against (strata.settings reads these)
+    {
+        py::dict limits;
+        limits["max_draft"] = LengthController::kMaxDraft;
+        limits["max_window"] = LengthController::kMaxT;
+        limits["max_new"] = std::numeric_limits<int>::max();
+        limits["max_top_k"] = std::numeric_limits<int>::max();
+        limits["max_min_match"] = BaselineDrafter::kMaxBackward;
+        limits["max_seed"] = std::numeric_limits<uint64_t>::max();
+        limits["max_token_id"] = std::numeric_limits<int32_t>::max();
+        limits["max_context"] = int64_t(std::numeric_limits<int32_t>::max());
+        limits["max_threads"] = 1024;
+        m.attr("LIMITS") = limits;
+    }
 
     // ---- sampler
     m.def("counter_uniform", &counter_uniform, py::arg("seed"), py::arg("position"), py::arg("token"));

@@ -38,6 +38,9 @@ struct WindowTelemetry {
     // experts selected in this window, per MoE layer (flattened: layer-major, unique ids)
     std::vector<int> expert_ids;
     std::vector<int> expert_offsets;   // layer l's ids are expert_ids[offsets[l] .. offsets[l+1])
+    // the experts that missed the resident cache (streaming store only), laid out the same way
+    std::vector<int> cold_ids;
+    std::vector<int> cold_offsets;
 };
 
 }  // namespace strata

@@ -51,6 +51,14 @@ py::dict telemetry_dict(const WindowTelemetry& t) {
         experts.append(ids);
     }
     d["experts"] = experts;
+    py::list cold;
+    for (size_t l = 0; l + 1 < t.cold_offsets.size(); ++l) {
+        py::list ids;
+        for (int k = t.cold_offsets[l]; k < t.cold_offsets[l + 1] && k < int(t.cold_ids.size()); ++k)
+            ids.append(t.cold_ids[k]);
+        cold.append(ids);
+    }
+    d["cold_experts"] = cold;
     return d;
 }
 

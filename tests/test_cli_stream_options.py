@@ -13,7 +13,7 @@ from strata import pack  # noqa: E402
 from strata.cli import app  # noqa: E402
 from strata.cli import options  # noqa: E402
 from strata.cli.runner import run_app  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 
 NOTE = options.APPROXIMATE_NOTE
 PROMPT = ["--prompt-ids", "5 6 7 8 5 6 7 8 5 6 7", "--max-new", "12", "--threads", "1"]
@@ -119,7 +119,7 @@ def test_chat_and_edit_headless_print_the_note(capsys, monkeypatch, tmp_path):
 
     def fake_open(model, **opts):
         seen.append(opts)
-        from strata.fake import FakeGenerator
+        from strata.testing.fake import FakeGenerator
 
         return FakeGenerator()
 

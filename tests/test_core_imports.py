@@ -7,8 +7,8 @@ from pathlib import Path
 APP = str(Path(__file__).resolve().parents[1] / "app")
 
 CORE = ["strata", "strata.paths", "strata.store", "strata.session_format", "strata.edit",
-        "strata.chat", "strata.replay", "strata.fake", "strata.runtime", "strata.protocol",
-        "strata.prompts", "strata.errors"]
+        "strata.chat", "strata.replay", "strata.testing.fake", "strata.runtime", "strata.protocol",
+        "strata.prompts", "strata.errors", "strata.settings", "strata.telemetry"]
 
 
 def test_core_modules_do_not_import_textual_or_rich():

@@ -9,7 +9,7 @@ import pytest
 E = pytest.importorskip("strata._engine")
 
 import strata  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 from strata.generate import Generator  # noqa: E402
 from strata.protocol import GenerationSettings  # noqa: E402
 

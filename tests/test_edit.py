@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from strata.edit import EditSession, diff_hunks, live_hunks, read_text_file, split_lines, unified_diff
 from strata.errors import EditError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.protocol import GenerationSettings
 from strata.store import SessionStore, sha256_file
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import strata
-from strata.devmodel import write_random_model
+from strata.testing.devmodel import write_random_model
 
 
 @pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5_moe", "qwen3_moe"])

@@ -5,7 +5,7 @@ import pytest
 from strata.chat import ChatSession
 from strata.edit import EditSession
 from strata.errors import SessionError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.protocol import GenerationSettings, WindowEvent, WindowStats
 from strata.replay import Replay, load_recording, recorded_events, turn_settings
 from strata.session_format import read_session_file

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("strata._engine")
 import strata  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 
 # the folder this test imported strata from (app/ in a checkout, site-packages when installed)
 APP = str(Path(strata.__file__).resolve().parents[1])
@@ -58,7 +58,7 @@ def test_plain_output_and_stats_on_stderr(model_dir):
 @pytest.mark.parametrize("args, code, message", [
     (["--max-draft", "16"], 2, "--max-draft"),
     (["--draft", "maybe"], 2, "--draft"),
-    (["--top-p", "0"], 2, "top_p"),
+    (["--top-p", "0"], 2, "--top-p"),
     (["--prompt", "x"], 2, "only one of"),
 ])
 def test_bad_options_are_one_line_usage_errors(model_dir, args, code, message):

@@ -3,7 +3,7 @@ import pytest
 from strata import prompts
 from strata.chat import ChatSession, render_chat
 from strata.errors import ModelError, SessionError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.protocol import GenerationSettings
 from strata.store import SessionStore
 

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from strata.chat import ChatSession
 from strata.errors import SessionError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.session_format import (FORMAT, VERSION, import_recording, parse_lines, read_session_file,
                                    recording_from_store, write_session_file)
 from strata.store import SessionStore

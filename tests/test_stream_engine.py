@@ -133,6 +133,30 @@ def test_telemetry_counts_real_io(packed):
     assert t2["hits"] > 0 and t2["cache_slots_total"] == LAYERS * E
 
 
+def test_telemetry_names_the_experts_that_missed(packed):
+    info = pack.read_pack(packed)
+    eng = pack.load_pack(packed, expert_cache=K * info.ex["stride"], io_threads=1)
+    seen_cold = 0
+    for tokens in ([1, 2, 3, 4, 5], [6], [1, 2], [7, 8, 9]):
+        eng.run(tokens)
+        t = eng.last_telemetry()
+        eng.commit(len(tokens))
+        cold = t["cold_experts"]
+        assert len(cold) == len(t["experts"])
+        # every miss is one selected expert of its layer, and the count matches the counter
+        assert sum(len(ids) for ids in cold) == t["cold_misses"]
+        for layer, ids in enumerate(cold):
+            assert set(ids) <= set(t["experts"][layer]) and ids == sorted(ids)
+        seen_cold += t["cold_misses"]
+    assert seen_cold > 0
+    full = pack.load_pack(packed)
+    full.run([1, 2, 3])
+    full.commit(3)
+    full.run([1, 2, 3])
+    t = full.last_telemetry()
+    assert all(not ids for ids in t["cold_experts"]) == (t["cold_misses"] == 0)
+
+
 def _flip(packed, tmp_path, layer, expert):
     p = str(tmp_path / "bad.strata")
     shutil.copytree(packed, p)

@@ -9,7 +9,7 @@ import sys
 
 from textual.widgets import Input, Switch
 
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.protocol import GenerationSettings
 from strata.store import SessionStore
 from strata.tui.app import StrataApp

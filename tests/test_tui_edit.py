@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import Input
 
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.store import SessionStore
 from strata.tui.app import StrataApp
 from strata.tui.widgets.diff_view import DiffView

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from strata.chat import ChatSession
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.replay import Replay
 from strata.session_format import recording_from_store
 from strata.store import SessionStore
@@ -64,7 +64,7 @@ async def test_recorded_telemetry_reaches_the_panels_unchanged(recording):
         await settle(app, pilot)
         recorded = [s for i in sorted(recording.windows) for s in recording.windows[i]]
         # the same windows, field for field (the log keeps counters; the heatmap took the experts)
-        slim = [replace(s, experts=[], union_per_layer=[]) for s in recorded]
+        slim = [replace(s, experts=[], union_per_layer=[], cold_experts=[]) for s in recorded]
         assert app.telemetry.windows == slim
         assert app.telemetry.heat.last_union == recorded[-1].union_per_layer
         msgs = app.screen.query_one(Transcript).messages()

@@ -237,16 +237,18 @@ class FrozenGenerator:
         from strata.protocol import WindowStats
 
         rows = [self._tokens[-1] if self._tokens else 0] + drafts
-        experts, hits, misses = [], 0, 0
+        experts, cold, hits, misses = [], [], 0, 0
         for layer in range(self.n_layers):
             union = sorted({(t * 7 + layer * 13 + j * 17) % self.n_experts for t in rows for j in range(4)})
             experts.append(union)
+            cold.append([])
             for e in union:
                 if (layer, e) in self._cache:
                     hits += 1
                     self._cache.pop((layer, e))
                 else:
                     misses += 1
+                    cold[-1].append(e)
                 self._cache[(layer, e)] = None
                 if len(self._cache) > self.cache_slots:
                     self._cache.pop(next(iter(self._cache)))
@@ -258,4 +260,4 @@ class FrozenGenerator:
             window_us=900.0 + 110.0 * T + 240.0 * misses, run_us=900.0 + 110.0 * T,
             hits=hits, cold_misses=misses, urgent_loads=misses, bytes_read=misses * (3 << 20),
             cache_slots_used=len(self._cache), cache_slots_total=self.cache_slots,
-            union_per_layer=[len(u) for u in experts], experts=experts)
+            union_per_layer=[len(u) for u in experts], experts=experts, cold_experts=cold)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os as _os
 
-from .errors import EditError, ModelError, SessionError, StrataError, UsageError, WindowError
+from .errors import ContextError, EditError, ModelError, SessionError, StrataError, UsageError, WindowError
 
 __version__ = "0.1.0"
 
@@ -21,6 +21,7 @@ if _dev_build:
     __path__.insert(0, _os.path.abspath(_dev_build))  # type: ignore[name-defined]
 
 __all__ = [
+    "ContextError",
     "EditError",
     "ModelError",
     "SessionError",

@@ -105,6 +105,10 @@ class SuffixDrafter(Drafter):
     @property
     def n_contexts(self) -> int: ...
 
+LIMITS: dict[str, int]
+"""What the engine accepts: max_draft, max_window, max_new, max_top_k, max_min_match, max_seed,
+max_token_id, max_context, max_threads (strata.settings validates against these)."""
+
 def counter_uniform(seed: int, position: int, token: int) -> float: ...
 def gumbel_noise(seed: int, position: int, token: int) -> float: ...
 

@@ -14,6 +14,7 @@ from .errors import ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import CheckpointRing, SessionStore, TurnRecord, model_identity
 from .textcheck import checked_text
+from .telemetry import Collector
 
 
 def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
@@ -190,27 +191,14 @@ class ChatSession:
 
     def _run(self, text: str, prompt: str, ids: list[int], settings: GenerationSettings,
              should_stop: Callable[[], bool] | None) -> Iterator[WindowEvent]:
-        pieces: list[str] = []
-        windows: list[WindowStats] = []
-        stop_reason = "stopped"
-        last_token: int | None = None
-        stream = self.generator.stream(ids, settings, should_stop)
+        rec = Collector()
+        stream = self.generator.stream(ids, settings, should_stop)  # refusals record no turn
         try:
-            for ev in stream:
-                pieces.append(ev.text)
-                if ev.tokens:
-                    windows.append(ev.stats)
-                    last_token = ev.tokens[-1]
-                if ev.finished:
-                    stop_reason = ev.stop_reason or "eos"
-                yield ev
+            yield from rec.follow(stream)
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()  # a consumer that stopped early must not leave a window open
-            if stop_reason == "eos" and last_token is not None:
-                self._end_text[len(self.turns)] = self.generator.decode([last_token]) or prompts.IM_END
-            self._finish(text, prompt, "".join(pieces), stop_reason, settings, windows)
+            if rec.stop_reason == "eos" and rec.last_token is not None:
+                self._end_text[len(self.turns)] = self.generator.decode([rec.last_token]) or prompts.IM_END
+            self._finish(text, prompt, rec.text, rec.stop_reason, settings, rec.windows)
 
     def _finish(self, text: str, prompt: str, output: str, stop_reason: str,
                 settings: GenerationSettings, windows: list[WindowStats]) -> None:

@@ -24,6 +24,7 @@ from .filesafety import (check_name, clean_stale_temps, display_name, rewrite_wa
 from .errors import EditError, ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import CheckpointRing, SessionStore, TurnRecord, model_identity, sha256_bytes
+from .telemetry import Collector
 from .textcheck import checked_text
 
 MAX_FILE_BYTES = 1 << 20
@@ -302,23 +303,12 @@ class EditSession:
 
     def _run(self, instruction: str, ids: list[int], run_settings: GenerationSettings,
              settings: GenerationSettings, should_stop: Callable[[], bool] | None) -> Iterator[WindowEvent]:
-        pieces: list[str] = []
-        windows: list[WindowStats] = []
-        stop_reason = "stopped"
-        stream = self.generator.stream(ids, run_settings, should_stop)
+        rec = Collector()
+        stream = self.generator.stream(ids, run_settings, should_stop)  # refusals record nothing
         try:
-            for ev in stream:
-                pieces.append(ev.text)
-                if ev.tokens:
-                    windows.append(ev.stats)
-                if ev.finished:
-                    stop_reason = ev.stop_reason or "eos"
-                yield ev
+            yield from rec.follow(stream)
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
-            self._record(instruction, "".join(pieces), stop_reason, settings, windows)
+            self._record(instruction, rec.text, rec.stop_reason, settings, rec.windows)
 
     def _record(self, instruction: str, text: str, stop_reason: str, settings: GenerationSettings,
                 windows: list[WindowStats]) -> None:

@@ -24,3 +24,7 @@ class EditError(StrataError):
 
 class UsageError(StrataError):
     """Bad command-line input (an option value out of range, a conflicting combination)."""
+
+
+class ContextError(UsageError, WindowError):
+    """The input does not fit the model's context (a prompt, a file to edit): exit code 2."""

@@ -15,16 +15,15 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import ModelError, UsageError, WindowError
+from .errors import ContextError, ModelError, UsageError, WindowError
 from .protocol import GenerationSettings, WindowEvent, WindowStats
+from .telemetry import Summary, summarize  # noqa: F401 (re-exported: `strata run --json` stats)
 from .tokenizer import IncrementalDecoder, Tokenizer
 
-__all__ = ["Generator", "Summary", "summarize", "decode_kwargs"]
+__all__ = ["Generator", "Summary", "summarize"]
 
 _STATE_MAGIC = b"STRGEN01"
 
@@ -33,36 +32,6 @@ def _engine_module():
     from . import _engine  # noqa: PLC0415
 
     return _engine
-
-
-def decode_kwargs(settings: GenerationSettings) -> dict[str, Any]:
-    """GenerationSettings -> keyword arguments of `_engine.Decoder.start`, checked (UsageError)."""
-    s = settings
-    if s.max_new < 0:
-        raise UsageError(f"max_new must be >= 0 (got {s.max_new})")
-    if s.temperature < 0:
-        raise UsageError(f"temperature must be >= 0 (got {s.temperature})")
-    if s.top_k < 0:
-        raise UsageError(f"top_k must be >= 0 (got {s.top_k})")
-    if not 0 < s.top_p <= 1:
-        raise UsageError(f"top_p must be in (0, 1] (got {s.top_p})")
-    if s.repetition_penalty <= 0:
-        raise UsageError(f"repetition_penalty must be > 0 (got {s.repetition_penalty})")
-    if s.draft not in ("none", "suffix", "baseline"):
-        raise UsageError(f"draft must be 'none' or 'suffix' (got {s.draft!r})")
-    if s.drafter not in ("baseline", "suffix"):
-        raise UsageError(f"drafter must be 'baseline' or 'suffix' (got {s.drafter!r})")
-    if s.max_draft is not None and not 0 <= s.max_draft <= 15:
-        raise UsageError(f"max_draft must be in 0..15 (got {s.max_draft})")
-    if s.min_match < 1:
-        raise UsageError(f"min_match must be >= 1 (got {s.min_match})")
-    if not 0 <= int(s.seed) < 2**64:
-        raise UsageError(f"seed must be in 0..2^64-1 (got {s.seed})")
-    drafter = "none" if s.draft == "none" else ("baseline" if s.draft == "baseline" else s.drafter)
-    return dict(max_new=int(s.max_new), temperature=float(s.temperature), top_k=int(s.top_k),
-                top_p=float(s.top_p), repetition_penalty=float(s.repetition_penalty),
-                presence_penalty=float(s.presence_penalty), frequency_penalty=float(s.frequency_penalty),
-                seed=int(s.seed), drafter=drafter, max_draft=s.max_draft, min_match=int(s.min_match))
 
 
 class Generator:
@@ -186,10 +155,10 @@ class Generator:
     def stream(self, prompt_ids: list[int], settings: GenerationSettings,
                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
         self._check_idle("stream")
-        kwargs = decode_kwargs(settings)
+        kwargs = settings.decode_kwargs()  # validated when the settings were made
         ids = [int(t) for t in prompt_ids]
         if self.pos + len(ids) > self.context_limit:
-            raise WindowError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
+            raise ContextError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
                               f"limit of {self.context_limit}")
         if not ids and not self.decoder.pending:
             raise UsageError("empty prompt: give at least one token")
@@ -245,65 +214,3 @@ class Generator:
         stats.emitted = delivered  # tokens this event delivers (the first one adds the prefill's)
         self.last_stats.append(stats)
         return stats
-
-
-# -- aggregates ------------------------------------------------------------------------------
-def _ratio(a: float, b: float) -> float:
-    return float(a) / float(b) if b else 0.0
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    xs = sorted(values)
-    k = (len(xs) - 1) * q / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
-@dataclass
-class Summary:
-    """Aggregates of a generation's windows (what `strata run --json` reports as `stats`)."""
-
-    windows: int = 0
-    tokens: int = 0
-    n_drafted: int = 0
-    n_accept: int = 0
-    acceptance: float = 0.0          # n_accept / n_drafted
-    mean_keep: float = 0.0           # committed rows per window
-    mean_T: float = 0.0
-    tokens_per_window: float = 0.0
-    decode_s: float = 0.0
-    prefill_s: float = 0.0
-    tokens_per_s: float = 0.0        # emitted tokens / decode time (prefill excluded)
-    accepted_per_s: float = 0.0      # accepted draft tokens / decode time
-    window_p50_ms: float = 0.0
-    window_p95_ms: float = 0.0
-    t_hist: dict[int, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["t_hist"] = {str(k): v for k, v in self.t_hist.items()}
-        return d
-
-
-def summarize(stats_list: Sequence[WindowStats], prefill_s: float = 0.0) -> Summary:
-    """Aggregates over windows; entries with T == 0 (no decode window ran) add only their tokens."""
-    windows = [s for s in stats_list if s.T > 0]
-    tokens = sum(s.emitted for s in stats_list)
-    drafted = sum(s.n_drafted for s in windows)
-    accepted = sum(s.n_accept for s in windows)
-    decode_s = sum(s.window_us for s in windows) / 1e6
-    lat = [s.window_us / 1e3 for s in windows]
-    return Summary(
-        windows=len(windows), tokens=tokens, n_drafted=drafted, n_accept=accepted,
-        acceptance=_ratio(accepted, drafted),
-        mean_keep=_ratio(sum(s.keep for s in windows), len(windows)),
-        mean_T=_ratio(sum(s.T for s in windows), len(windows)),
-        tokens_per_window=_ratio(tokens, len(windows)),
-        decode_s=decode_s, prefill_s=float(prefill_s),
-        tokens_per_s=_ratio(tokens, decode_s), accepted_per_s=_ratio(accepted, decode_s),
-        window_p50_ms=_percentile(lat, 50), window_p95_ms=_percentile(lat, 95),
-        t_hist=dict(sorted(Counter(s.T for s in windows).items())),
-    )

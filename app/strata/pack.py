@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import ModelError, UsageError
 from .safetensors_io import TensorInfo, checkpoint_files, read_header
+from .telemetry import human_bytes  # noqa: F401 (strata convert reports sizes with it)
 
 PACK_FORMAT = "strata-pack"
 PACK_VERSION = 1
@@ -633,14 +634,6 @@ def parse_cache_size(text, expert_bytes: int) -> int:
     if not 0.0 < frac <= 1.0:
         raise UsageError(f"--expert-cache: fraction {s!r} must be in (0, 1]")
     return max(1, int(frac * expert_bytes))
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 # --------------------------------------------------------------------------- loading

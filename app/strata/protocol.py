@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
+from .settings import GenerationSettings  # noqa: F401 (re-exported: the fronts import it from here too)
+
 # Field names follow llama.cpp's counters where one exists (n_drafted, n_accept).
 WINDOW_FIELDS = (
     "pos0", "T", "n_drafted", "n_accept", "keep", "emitted", "match_len", "drafter",
@@ -49,6 +51,8 @@ class WindowStats:
     union_per_layer: list[int] = field(default_factory=list)
     # experts selected in this window: one list of expert ids per MoE layer
     experts: list[list[int]] = field(default_factory=list)
+    # the experts among them that missed the resident cache (read from disk), same layout
+    cold_experts: list[list[int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,29 +72,6 @@ class WindowEvent:
     stats: WindowStats
     finished: bool = False          # True on the last event of a generation
     stop_reason: str | None = None  # "eos" | "max_new" | "context" | "stopped" on the last event
-
-
-@dataclass
-class GenerationSettings:
-    max_new: int = 256
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    seed: int = 0
-    draft: str = "suffix"           # "none" | "suffix"
-    drafter: str = "suffix"         # "baseline" | "suffix"
-    max_draft: int | None = None    # None = adaptive length controller; K = fixed
-    min_match: int = 4
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GenerationSettings":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
 class TextGenerator(Protocol):

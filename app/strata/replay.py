@@ -20,6 +20,7 @@ from .errors import EditError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .session_format import Recording, read_session_file, recording_from_store
 from .store import SessionStore
+from .telemetry import Collector, Totals
 
 OVERRIDABLE = ("draft", "drafter", "max_draft", "temperature", "seed", "max_new", "top_k", "top_p",
                "min_match")
@@ -56,45 +57,6 @@ def first_difference(a: str, b: str) -> int | None:
 
 
 @dataclass
-class WindowSummary:
-    windows: int = 0
-    emitted: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    window_us: float = 0.0
-    cold_misses: int = 0
-    bytes_read: int = 0
-
-    def add(self, s: WindowStats) -> None:
-        self.windows += 1
-        self.emitted += s.emitted
-        self.drafted += s.n_drafted
-        self.accepted += s.n_accept
-        self.window_us += s.window_us
-        self.cold_misses += s.cold_misses
-        self.bytes_read += s.bytes_read
-
-    @property
-    def tokens_per_window(self) -> float:
-        return self.emitted / self.windows if self.windows else 0.0
-
-    @property
-    def acceptance(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.emitted / (self.window_us / 1e6) if self.window_us > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"windows": self.windows, "emitted": self.emitted, "n_drafted": self.drafted,
-                "n_accept": self.accepted, "acceptance": round(self.acceptance, 4),
-                "tokens_per_window": round(self.tokens_per_window, 4),
-                "tokens_per_s": round(self.tokens_per_s, 2), "cold_misses": self.cold_misses,
-                "bytes_read": self.bytes_read}
-
-
-@dataclass
 class TurnResult:
     index: int
     input: str
@@ -102,8 +64,8 @@ class TurnResult:
     output: str
     stop_reason: str
     settings: dict[str, Any]
-    replayed: WindowSummary = field(default_factory=WindowSummary)
-    recorded_stats: WindowSummary = field(default_factory=WindowSummary)
+    replayed: Totals = field(default_factory=Totals)
+    recorded_stats: Totals = field(default_factory=Totals)
     replayed_windows: list[WindowStats] = field(default_factory=list)
     recorded_stop: str | None = None   # "stopped": the user stopped it; only its prefix is known
     limit: int | None = None           # tokens a stopped turn was replayed for
@@ -177,13 +139,8 @@ class ReplayReport:
     def identical(self) -> bool:
         return bool(self.turns) and not self.stopped and all(t.identical for t in self.turns)
 
-    def total(self, which: str) -> WindowSummary:
-        out = WindowSummary()
-        for t in self.turns:
-            part: WindowSummary = getattr(t, which)
-            for name in ("windows", "emitted", "drafted", "accepted", "window_us", "cold_misses", "bytes_read"):
-                setattr(out, name, getattr(out, name) + getattr(part, name))
-        return out
+    def total(self, which: str) -> Totals:
+        return sum((getattr(t, which) for t in self.turns), Totals())
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "kind": self.kind, "recorded_model": self.recorded_model,
@@ -262,27 +219,19 @@ class Replay:
                 settings: GenerationSettings) -> None:
         turn = self.recording.turns[index]
         res = TurnResult(index, turn.input, turn.output, output, stop_reason, settings.to_dict(),
-                         recorded_stop=turn.stop_reason, limit=self.stopped_limit(index))
-        for s in windows:
-            res.replayed.add(s)
-        res.replayed_windows = list(windows)
-        for s in self.recording.windows.get(index, []):
-            res.recorded_stats.add(s)
+                         Totals.of(windows), Totals.of(self.recording.windows.get(index, [])),
+                         replayed_windows=list(windows), recorded_stop=turn.stop_reason,
+                         limit=self.stopped_limit(index))
         self.report.turns.append(res)
         if stop_reason == "stopped":
             self.report.stopped = True
 
     def _stream(self, index: int, stream: Iterator[WindowEvent], settings: GenerationSettings,
                 should_stop: Callable[[], bool] | None) -> Iterator[tuple[int, WindowEvent]]:
-        pieces, windows, reason = [], [], "stopped"
-        for ev in stream:
-            pieces.append(ev.text)
-            if ev.tokens:
-                windows.append(ev.stats)
-            if ev.finished:
-                reason = ev.stop_reason or "eos"
+        rec = Collector()
+        for ev in rec.follow(stream):
             yield index, ev
-        self._result(index, "".join(pieces), reason, windows, settings)
+        self._result(index, rec.text, rec.stop_reason, rec.windows, settings)
 
     def _chat(self, should_stop: Callable[[], bool] | None) -> Iterator[tuple[int, WindowEvent]]:
         chat = ChatSession(self.generator, self.recording.generation_settings)

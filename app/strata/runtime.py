@@ -51,7 +51,7 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     (expert_cache, backend, ...); the streaming ones (PACK_ONLY_OPTIONS) need a pack."""
     if model is not None and str(model) == FAKE_MODEL and fake_allowed():
         check_stream_options(FAKE_MODEL, opts)
-        from .fake import FakeGenerator
+        from .testing.fake import FakeGenerator
 
         hold = os.environ.get("STRATA_FAKE_HOLD")  # "N:FILE" or "end:FILE": see FakeGenerator
         held = dict(zip(("hold_at", "hold_file"), hold.split(":", 1))) if hold and ":" in hold else {}

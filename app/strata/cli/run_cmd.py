@@ -71,26 +71,18 @@ def run_command(
     stats: bool = typer.Option(False, "--stats", help="print the window statistics to stderr"),
 ) -> None:
     """Generate once from a prompt and print the text (no session is saved)."""
-    from ..generate import Generator, summarize
+    from ..generate import Generator
+    from ..telemetry import Collector
     from ..models import resolve_model
-    from ..protocol import GenerationSettings
+    from ..settings import GenerationSettings
 
-    if draft not in ("none", "suffix", "baseline"):
-        raise UsageError(f"--draft must be none, suffix or baseline, not {draft!r}")
-    if max_new < 0:
-        raise UsageError(f"--max-new must be >= 0, not {max_new}")
-    if max_draft is not None and not 0 <= max_draft <= 15:
-        raise UsageError(f"--max-draft must be in 0..15, not {max_draft}")
-    if min_match < 1:
-        raise UsageError(f"--min-match must be >= 1, not {min_match}")
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     text, ids = _read_prompt(prompt, prompt_file, prompt_ids)
     settings = GenerationSettings(
         max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed,
-        draft="none" if draft == "none" else "suffix", drafter="baseline" if draft == "baseline" else "suffix",
-        max_draft=max_draft, min_match=min_match)
+        draft=draft, max_draft=max_draft, min_match=min_match)
 
     path = resolve_model(model)
     t_load = time.perf_counter()
@@ -111,28 +103,24 @@ def run_command(
     if gen.vocab_size and max(ids) >= gen.vocab_size:
         raise UsageError(f"--prompt-ids: token id {max(ids)} is outside the vocabulary ({gen.vocab_size})")
 
-    out_tokens: list[int] = []
-    stop_reason = None
-    pieces: list[str] = []
     echo = not as_json
-    for ev in gen.stream(ids, settings):
-        out_tokens.extend(ev.tokens)
-        pieces.append(ev.text)
+    rec = Collector()
+    for ev in rec.follow(gen.stream(ids, settings)):
         if echo and ev.text:
             sys.stdout.write(ev.text)
             sys.stdout.flush()
-        if ev.finished:
-            stop_reason = ev.stop_reason
+    out_tokens = rec.tokens
+    stop_reason = rec.stop_reason if rec.finished else None
     if echo and gen.tokenizer is None:
         # no tokenizer: the ids are the output
         sys.stdout.write(" ".join(map(str, out_tokens)))
     if echo:
         sys.stdout.write("\n")
-    summary = summarize(gen.last_stats, gen.last_prefill_s).to_dict()
+    summary = rec.summary(gen.last_prefill_s).to_dict()
     summary.update(prompt_tokens=len(ids), load_s=load_s, stop_reason=stop_reason,
                    approximate=stream_opts.approximate or any(s.approximate for s in gen.last_stats))
     if as_json:
-        obj = {"model": str(path), "text": "".join(pieces), "tokens": out_tokens,
+        obj = {"model": str(path), "text": rec.text, "tokens": out_tokens,
                "stop_reason": stop_reason, "settings": settings.to_dict(), "stats": summary}
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     if stats:

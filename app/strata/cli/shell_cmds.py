@@ -18,6 +18,7 @@ from . import ExitCode, app
 from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import EditError, SessionError, UsageError
 from ..protocol import GenerationSettings
+from ..telemetry import human_bytes
 
 sessions_app = typer.Typer(help="List, show, export, import and delete recorded sessions.",
                            no_args_is_help=True)
@@ -64,29 +65,9 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def _settings(base: GenerationSettings | None = None, *, draft: str | None = None,
-              temperature: float | None = None, seed: int | None = None,
-              max_new: int | None = None, max_draft: int | None = None) -> GenerationSettings:
-    s = GenerationSettings.from_dict((base or GenerationSettings()).to_dict())
-    if draft is not None:
-        if draft not in ("none", "suffix"):
-            raise UsageError(f"--draft must be none or suffix, not {draft!r}")
-        s.draft = draft
-    if temperature is not None:
-        if temperature < 0:
-            raise UsageError(f"--temperature must be >= 0, not {temperature}")
-        s.temperature = temperature
-    if seed is not None:
-        s.seed = seed
-    if max_new is not None:
-        if max_new < 1:
-            raise UsageError(f"--max-new must be at least 1, not {max_new}")
-        s.max_new = max_new
-    if max_draft is not None:
-        if max_draft < 0:
-            raise UsageError(f"--max-draft must be >= 0, not {max_draft}")
-        s.max_draft = max_draft
-    return s
+def _settings(base: GenerationSettings | None = None, **changes: Any) -> GenerationSettings:
+    """The base settings with the options that were given (validated by GenerationSettings)."""
+    return (base or GenerationSettings()).replace(**changes)
 
 
 def _open_store(no_save: bool = False):
@@ -116,29 +97,34 @@ def _launch_tui(generator, **kwargs: Any) -> int:
 
 
 class _Stream:
-    """Writes streamed text to stdout as it arrives and keeps a window summary."""
+    """Writes streamed text to stdout as it arrives; the counting is strata.telemetry's."""
 
     def __init__(self, echo: bool) -> None:
+        from ..telemetry import Collector
+
         self.echo = echo
-        self.windows = self.tokens = self.accepted = self.drafted = 0
+        self.rec = Collector()
         self.started = time.perf_counter()
 
     def __call__(self, ev) -> None:
         if self.echo and ev.text:
             sys.stdout.write(ev.text)
             sys.stdout.flush()
-        if ev.tokens:
-            self.windows += 1
-            self.tokens += len(ev.tokens)
-            self.accepted += ev.stats.n_accept
-            self.drafted += ev.stats.n_drafted
+        self.rec.add(ev)
+
+    @property
+    def windows(self) -> int:
+        return len(self.rec.windows)
+
+    @property
+    def tokens(self) -> int:
+        return len(self.rec.tokens)
 
     def summary(self) -> dict[str, Any]:
-        secs = time.perf_counter() - self.started
+        s = self.rec.summary()
         return {"tokens": self.tokens, "windows": self.windows,
-                "tokens_per_window": round(self.tokens / self.windows, 3) if self.windows else 0.0,
-                "acceptance": round(self.accepted / self.drafted, 3) if self.drafted else 0.0,
-                "seconds": round(secs, 3)}
+                "tokens_per_window": round(s.tokens_per_window, 3), "acceptance": round(s.acceptance, 3),
+                "seconds": round(time.perf_counter() - self.started, 3)}
 
 
 # -- global options and default command ---------------------------------------------------------
@@ -454,14 +440,6 @@ def sessions_delete(session_id: str = typer.Argument(..., help="Session id or un
 
 
 # -- info, bench, paths, version ----------------------------------------------------------------
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return str(n)
-
-
 @app.command()
 def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled alias."), as_json: bool = JsonOpt) -> None:
     """Show a model's metadata (config, tensors, size) without loading it."""
@@ -479,15 +457,15 @@ def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled a
     print(f"  experts       {data.get('experts')} (top-{data.get('experts_per_token')})")
     print(f"  params        {p:,} ({p / 1e9:.2f} B)" if p >= 1e9 else f"  params        {p:,} ({p / 1e6:.1f} M)")
     print(f"  dtype         {data.get('dtype')}")
-    print(f"  size on disk  {_human(data.get('size_on_disk') or 0)}")
+    print(f"  size on disk  {human_bytes(data.get('size_on_disk') or 0)}")
     io = data.get("pack_io")
     if io:  # what decides a pack's IO (see docs/streaming.md)
         print(f"  experts file  {io['experts_file']}: {io['moe_layers']} MoE layers x {io['experts_per_layer']} "
-              f"experts, one {io['expert_dtype']} blob of {_human(io['blob_bytes'])} each "
-              f"(stride {_human(io['blob_stride'])}), {_human(data.get('expert_bytes') or 0)} in all")
-        print(f"  dense file    {io['dense_file']}: {_human(io['dense_bytes'])} (always resident)")
-        print(f"  per layer     all experts {_human(io['layer_bytes'])}; "
-              f"one token's top-{data.get('experts_per_token')} {_human(io['topk_bytes_per_layer'])}")
+              f"experts, one {io['expert_dtype']} blob of {human_bytes(io['blob_bytes'])} each "
+              f"(stride {human_bytes(io['blob_stride'])}), {human_bytes(data.get('expert_bytes') or 0)} in all")
+        print(f"  dense file    {io['dense_file']}: {human_bytes(io['dense_bytes'])} (always resident)")
+        print(f"  per layer     all experts {human_bytes(io['layer_bytes'])}; "
+              f"one token's top-{data.get('experts_per_token')} {human_bytes(io['topk_bytes_per_layer'])}")
         direct = {True: "yes (--io-mode direct reads around the page cache)",
                   False: "no, this file system refuses it (--io-mode direct falls back to buffered "
                          "reads plus a drop-cache hint)",

@@ -7,14 +7,13 @@ check the numbers without a terminal.
 """
 from __future__ import annotations
 
-import math
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..generate import Summary, summarize
+from ..telemetry import Summary, ratio, summarize
 from ..protocol import WindowStats
 
 # Counters the cold-miss panel shows, in display order: (label, WindowStats field).
@@ -27,20 +26,6 @@ IO_COUNTERS = (
     ("late waits ms", "late_wait_us"),
     ("bytes read", "bytes_read"),
 )
-
-
-def ratio(num: float, den: float) -> float:
-    """num/den, 0.0 when there is nothing to divide by."""
-    return num / den if den else 0.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return float(ordered[rank - 1])
 
 
 def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
@@ -59,27 +44,16 @@ def bucket_means(values: Sequence[float], buckets: int) -> list[float]:
     return out
 
 
-def summarize_windows(stats: Sequence[WindowStats], prefill_s: float = 0.0) -> Summary:
-    """The decode loop's own aggregates (`strata.generate.summarize`), so the panels show the
-    same numbers as `strata run --json`."""
-    return summarize(stats, prefill_s)
-
-
 class ExpertHeat:
-    """Layers x experts, each cell an exponentially decayed count of recent selections, plus an
-    estimate of which selected experts were cold misses.
-
-    The engine reports how many experts missed the resident cache, not which. The estimate
-    replays the selections through an LRU of the cache's size (`cache_slots_total`): an expert
-    that such a cache would not hold is marked cold. It is only made for windows that reported
-    misses, and matches the engine exactly where the cache is LRU without read-ahead."""
+    """Layers x experts, each cell an exponentially decayed count of recent selections, and the
+    experts that missed the resident cache in the latest window (the engine reports their ids:
+    `WindowStats.cold_experts`)."""
 
     def __init__(self, n_layers: int = 0, n_experts: int = 0, decay: float = 0.85) -> None:
         self.decay = decay
         self.heat = np.zeros((n_layers, n_experts), dtype=np.float64)
         self.cold: set[tuple[int, int]] = set()
         self.last_union: list[int] = []
-        self._lru: OrderedDict[tuple[int, int], None] = OrderedDict()
 
     @property
     def n_layers(self) -> int:
@@ -102,24 +76,10 @@ class ExpertHeat:
         top = max((max(ids) for ids in experts if ids), default=-1)
         self._grow(len(experts), top + 1)
         self.heat *= self.decay
-        cold: set[tuple[int, int]] = set()
-        slots = stats.cache_slots_total
         for layer, ids in enumerate(experts):
             if ids:
                 self.heat[layer, np.asarray(ids, dtype=np.int64)] += 1.0
-            if slots <= 0:
-                continue
-            for e in ids:
-                key = (layer, int(e))
-                if key in self._lru:
-                    self._lru.move_to_end(key)
-                else:
-                    if stats.cold_misses:
-                        cold.add(key)
-                    self._lru[key] = None
-        while len(self._lru) > max(0, slots):
-            self._lru.popitem(last=False)
-        self.cold = cold
+        self.cold = {(layer, int(e)) for layer, ids in enumerate(stats.cold_experts) for e in ids}
         self.last_union = list(stats.union_per_layer) or [len(ids) for ids in experts]
 
     def normalised(self) -> np.ndarray:
@@ -147,10 +107,10 @@ class TelemetryLog:
 
     def add(self, stats: WindowStats) -> None:
         self.heat.add(stats)
-        if stats.experts or stats.union_per_layer:
+        if stats.experts or stats.union_per_layer or stats.cold_experts:
             # the heatmap has taken what it needs; a long session keeps only the counters
             # (a 48-layer window's expert lists are ~15 KB)
-            stats = replace(stats, experts=[], union_per_layer=[])
+            stats = replace(stats, experts=[], union_per_layer=[], cold_experts=[])
         self.windows.append(stats)
         self.recent.append(stats)
         self.version += 1
@@ -169,10 +129,10 @@ class TelemetryLog:
 
     # --- acceptance panel -------------------------------------------------------------
     def summary(self) -> Summary:
-        return summarize_windows(self.windows, self.prefill_s)
+        return summarize(self.windows, self.prefill_s)
 
     def recent_summary(self) -> Summary:
-        return summarize_windows(list(self.recent))
+        return summarize(list(self.recent))
 
     def offered_kept(self, n: int) -> list[tuple[int, int]]:
         """(drafts offered, drafts kept) of the last `n` windows, oldest first."""

@@ -6,7 +6,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ..telemetry import IO_COUNTERS, TelemetryLog, bucket_means, ratio
+from ...telemetry import human_bytes, ratio
+from ..telemetry import IO_COUNTERS, TelemetryLog, bucket_means
 
 BARS = "\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588"
 
@@ -20,14 +21,6 @@ def bar(value: float, top: float) -> str:
 
 def sparkline(values: list[float], width: int, top: float = 1.0) -> str:
     return "".join(bar(v, top) if v > 0 else BARS[0] for v in bucket_means(values, width))
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def t_hist_rows(t_hist: dict[int, int], max_rows: int = 6) -> list[tuple[str, int]]:

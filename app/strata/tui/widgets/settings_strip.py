@@ -2,21 +2,19 @@
 runs. Valid edits post `SettingsChanged`; the next generation uses them."""
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Switch
 
-from ...protocol import GenerationSettings
+from ...settings import GenerationSettings, SettingsError, engine_limits
 from ..messages import SettingsChanged
-
-MAX_DRAFT_LIMIT = 15  # T <= 16 is the decode-window size the engine keeps batch-invariant
-
 
 def parse_settings(base: GenerationSettings, drafting: bool, max_draft: str, temperature: str,
                    seed: str) -> GenerationSettings:
-    """New settings from the strip's fields; ValueError names the field that is wrong."""
+    """New settings from the strip's fields; ValueError names the field that is wrong. The
+    ranges are GenerationSettings' own (the same as the command line's)."""
     md = max_draft.strip().lower()
     if md in ("", "auto"):
         max_draft_value = None
@@ -25,22 +23,20 @@ def parse_settings(base: GenerationSettings, drafting: bool, max_draft: str, tem
             max_draft_value = int(md)
         except ValueError:
             raise ValueError(f"max draft must be 'auto' or a whole number, not {max_draft!r}") from None
-        if not 0 <= max_draft_value <= MAX_DRAFT_LIMIT:
-            raise ValueError(f"max draft must be between 0 and {MAX_DRAFT_LIMIT}")
     try:
         temp = float(temperature)
     except ValueError:
         raise ValueError(f"temperature must be a number, not {temperature!r}") from None
-    if not 0.0 <= temp <= 5.0 or temp != temp:
-        raise ValueError("temperature must be between 0 and 5")
     try:
         seed_value = int(seed)
     except ValueError:
         raise ValueError(f"seed must be a whole number, not {seed!r}") from None
-    if not 0 <= seed_value < 2**63:
-        raise ValueError("seed must be between 0 and 2^63-1")
-    return replace(base, draft="suffix" if drafting else "none", max_draft=max_draft_value,
-                   temperature=temp, seed=seed_value)
+    try:
+        new = base.replace(draft="suffix" if drafting else "none", temperature=temp, seed=seed_value)
+        return dataclasses.replace(new, max_draft=max_draft_value)
+    except SettingsError as exc:
+        # the strip labels its fields in words: "max draft", not "--max-draft"
+        raise ValueError(f"{exc.setting.replace('_', ' ')} {exc.reason}") from None
 
 
 class SettingsStrip(Horizontal):
@@ -65,7 +61,7 @@ class SettingsStrip(Horizontal):
                      tooltip="Suffix-lookup drafting on/off (output is identical either way)")
         yield Label("max draft")
         yield Input("auto" if s.max_draft is None else str(s.max_draft), id="max-draft", compact=True,
-                    tooltip="Drafts per window: 'auto' (length controller) or 0..15")
+                    tooltip=f"Drafts per window: 'auto' (length controller) or 0..{engine_limits()['max_draft']}")
         yield Label("temp")
         yield Input(f"{s.temperature:g}", id="temperature", compact=True,
                     tooltip="Sampling temperature; 0 = greedy")

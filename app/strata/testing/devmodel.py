@@ -18,7 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import normalize, required_tensors
+from ..config import normalize, required_tensors
 
 __all__ = ["PRESETS", "write_random_model", "random_config"]
 

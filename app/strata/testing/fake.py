@@ -19,9 +19,9 @@ import time
 from collections import OrderedDict
 from typing import Callable, Iterator
 
-from . import prompts
-from .errors import ModelError, WindowError
-from .protocol import GenerationSettings, WindowEvent, WindowStats
+from .. import prompts
+from ..errors import ContextError, ModelError, WindowError
+from ..protocol import GenerationSettings, WindowEvent, WindowStats
 
 SPECIAL_IDS = {tok: i for i, tok in enumerate(prompts.SPECIAL_TOKENS)}
 SPECIAL_BY_ID = {i: tok for tok, i in SPECIAL_IDS.items()}
@@ -186,7 +186,7 @@ class FakeGenerator:
                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
         self._check_idle("stream")
         if self.pos + len(prompt_ids) > self.context_limit:
-            raise WindowError(
+            raise ContextError(
                 f"prompt of {len(prompt_ids)} tokens at position {self.pos} passes the context "
                 f"limit of {self.context_limit}")
         self._tokens.extend(int(t) for t in prompt_ids)
@@ -333,6 +333,7 @@ class FakeGenerator:
                    emitted: int, match_len: int, settings: GenerationSettings) -> WindowStats:
         hits = misses = prefetch_used = extra_cold = 0
         experts: list[list[int]] = []
+        cold_experts: list[list[int]] = []
         union_sizes: list[int] = []
         for layer in range(self.n_layers):
             per_row = [self._experts(tok, pos0 + r, layer) for r, tok in enumerate(rows)]
@@ -340,6 +341,7 @@ class FakeGenerator:
             root = set(per_row[0])
             experts.append(union)
             union_sizes.append(len(union))
+            cold_experts.append([])
             for e in union:
                 key = (layer, e)
                 if key in self._cache:
@@ -350,6 +352,7 @@ class FakeGenerator:
                         self._prefetched.discard(key)
                 else:
                     misses += 1
+                    cold_experts[-1].append(e)
                     if e not in root:
                         extra_cold += 1
                     self._insert(key)
@@ -380,7 +383,8 @@ class FakeGenerator:
             bytes_read=(misses + prefetch_issued) * self.expert_bytes,
             prefetched_bytes=prefetch_issued * self.expert_bytes, extra_cold=extra_cold,
             cache_slots_used=len(self._cache), cache_slots_total=self.cache_slots,
-            approximate=False, union_per_layer=union_sizes, experts=experts)
+            approximate=False, union_per_layer=union_sizes, experts=experts,
+            cold_experts=cold_experts)
 
     def _insert(self, key: tuple[int, int]) -> None:
         self._cache[key] = None
