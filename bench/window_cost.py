@@ -34,7 +34,7 @@ import numpy as np
 import benchlib
 
 strata = benchlib.import_strata()
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 
 TS = (1, 2, 4, 8, 16)
 PREFIX = 256

@@ -38,7 +38,7 @@ def test_unreadable_topology_counts_cpus(tmp_path, monkeypatch):
 
 def test_engine_uses_the_default(tmp_path):
     import strata
-    from strata.devmodel import write_random_model
+    from strata.testing.devmodel import write_random_model
 
     write_random_model(str(tmp_path / "m"), "qwen3_moe", seed=0, preset="tiny")
     assert strata.load(str(tmp_path / "m")).threads == cpu_threads.default_threads()

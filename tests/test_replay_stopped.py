@@ -5,7 +5,7 @@ import pytest
 
 from strata.chat import ChatSession
 from strata.edit import EditSession
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.replay import Replay
 from strata.session_format import read_session_file, recording_from_store, write_session_file
 from strata.store import SessionStore

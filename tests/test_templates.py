@@ -12,7 +12,7 @@ import pytest
 from strata import prompts, templates
 from strata.chat import ChatSession
 from strata.errors import ModelError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.templates import TemplateRefused
 from strata.tokenizer import Tokenizer
 

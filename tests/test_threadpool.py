@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import strata
-from strata.devmodel import write_random_model
+from strata.testing.devmodel import write_random_model
 
 # big enough that matmuls and attention go through the pool (small jobs run inline)
 SHAPE = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=128, shared_expert_intermediate_size=256,
