@@ -70,7 +70,8 @@ private:
         std::unique_ptr<FfnBlock> ffn;
     };
 
-    void forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only);
+    void forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only,
+                      bool prefill);
     void begin_window(int T, bool keep_rows);
     void check_tokens(const int32_t* tokens, int T) const;
 
