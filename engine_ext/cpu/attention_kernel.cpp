@@ -25,7 +25,9 @@ constexpr int kGroup = 4;         // queries whose P V accumulators share each V
 constexpr int kDV = 4;            // vectors of head_dim accumulated at once
 
 struct Scratch {
-    std::vector<float> kt, scores;
+    std::vector<float> kt, scores, sums;
+    std::vector<const float*> qs, ps;
+    std::vector<float*> outs;
     float* grow(std::vector<float>& v, size_t n) {
         if (v.size() < n + 16) v.resize(n + 16);
         uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
@@ -140,9 +142,17 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
 
     const int rows_per_tile = std::max(1, kTileQueries / rep);
     float* scores = scratch.grow(scratch.scores, size_t(rows_per_tile) * rep * padded);
-    std::vector<const float*> qs(size_t(rows_per_tile) * rep), ps(qs.size());
-    std::vector<float*> outs(qs.size());
-    std::vector<float> sums(qs.size());
+    const size_t tile_q = size_t(rows_per_tile) * rep;
+    auto& qs = scratch.qs;
+    auto& ps = scratch.ps;
+    auto& outs = scratch.outs;
+    auto& sums = scratch.sums;
+    if (qs.size() < tile_q) {
+        qs.resize(tile_q);
+        ps.resize(tile_q);
+        outs.resize(tile_q);
+        sums.resize(tile_q);
+    }
     for (int t0 = 0; t0 < n_rows; t0 += rows_per_tile) {
         const int rows = std::min(rows_per_tile, n_rows - t0), nq = rows * rep;
         // the tile's last row sees the most cells; earlier rows mask their tails
