@@ -50,21 +50,36 @@ void transpose_keys(const float* K, int ldkv, int64_t n_cells, int hd, float* KT
     }
 }
 
-// scores[q][j] = scale * <Q_q, K_j> for j < n_blocks * L, kGroup queries per pass over KT.
+// Scores of up to kGroup queries against NB consecutive key blocks: each broadcast of q[d]
+// feeds NB FMAs, so loads stay below FMAs.
+template <int NB>
+void score_blocks(const float* const* qs, int g, const float* kt, int hd, S::vf scale, float* out, int64_t lds) {
+    S::vf acc[kGroup][NB];
+    for (int i = 0; i < kGroup; ++i)
+        for (int b = 0; b < NB; ++b) acc[i][b] = S::zero();
+    for (int d = 0; d < hd; ++d) {
+        S::vf k[NB];
+        for (int b = 0; b < NB; ++b) k[b] = S::load(kt + (size_t(b) * hd + d) * L);
+        for (int i = 0; i < g; ++i) {
+            S::vf q = S::set1(qs[i][d]);
+            for (int b = 0; b < NB; ++b) acc[i][b] = S::fma(q, k[b], acc[i][b]);
+        }
+    }
+    for (int i = 0; i < g; ++i)
+        for (int b = 0; b < NB; ++b) S::store(out + i * lds + b * L, S::mul(acc[i][b], scale));
+}
+
+// scores[q][j] = scale * <Q_q, K_j> for j < n_blocks * L.
 void score_tile(const float* const* qs, int nq, const float* KT, int64_t n_blocks, int hd, float scale,
                 float* scores, int64_t lds) {
+    const S::vf vscale = S::set1(scale);
     for (int q0 = 0; q0 < nq; q0 += kGroup) {
         const int g = std::min(kGroup, nq - q0);
-        for (int64_t b = 0; b < n_blocks; ++b) {
-            const float* kt = KT + size_t(b) * hd * L;
-            S::vf acc[kGroup];
-            for (int i = 0; i < kGroup; ++i) acc[i] = S::zero();
-            for (int d = 0; d < hd; ++d) {
-                S::vf k = S::load(kt + d * L);
-                for (int i = 0; i < g; ++i) acc[i] = S::fma(S::set1(qs[q0 + i][d]), k, acc[i]);
-            }
-            for (int i = 0; i < g; ++i) S::store(scores + (q0 + i) * lds + b * L, S::mul(acc[i], S::set1(scale)));
-        }
+        int64_t b = 0;
+        for (; b + 2 <= n_blocks; b += 2)
+            score_blocks<2>(qs + q0, g, KT + size_t(b) * hd * L, hd, vscale, scores + q0 * lds + b * L, lds);
+        if (b < n_blocks)
+            score_blocks<1>(qs + q0, g, KT + size_t(b) * hd * L, hd, vscale, scores + q0 * lds + b * L, lds);
     }
 }
 
