@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from . import prompts
-from .errors import ModelError, SessionError
+from .errors import ModelError, SessionError, StrataError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .store import CheckpointRing, SessionStore, TurnRecord, model_identity
 from .textcheck import checked_text
@@ -26,6 +26,10 @@ def render_chat(messages: list[dict[str, str]], *, add_generation_prompt: bool,
 
     return render(template or prompts.CHAT_TEMPLATE, messages, add_generation_prompt=add_generation_prompt,
                   special_tokens=special_tokens, **template_kwargs)
+
+
+# earlier chats with the same model whose text seeds the drafter
+PRIOR_SESSIONS = 4
 
 
 class StoredTurnError(SessionError):
@@ -91,10 +95,40 @@ class ChatSession:
             if system:
                 store.add_message(self.session_id, -1, "system", system)
         self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
+        self.prior_documents = self._feed_prior_sessions()
         if self.turns:
             self._rewind(len(self.turns) - 1)
         else:
             generator.reset()
+
+    def _feed_prior_sessions(self) -> int:
+        """Give the suffix drafter the text of recent saved chats with this model: people
+        repeat themselves across conversations (code, names, phrasing). Drafting only: the
+        output cannot change."""
+        add = getattr(self.generator, "add_history", None)
+        if add is None or self.store is None:
+            return 0
+        fed = 0
+        for info in self.store.list_sessions(limit=50, kind="chat"):
+            if info.id == self.session_id or info.model_id != str(getattr(self.generator, "model_id", "")):
+                continue
+            turns = self.store.turns(info.id)
+            if not turns:
+                continue
+            msgs = [m for t in turns for m in ({"role": "user", "content": t.input},
+                                              {"role": "assistant", "content": t.output})]
+            try:
+                add(self.generator.encode(self._render_history(msgs)))
+            except StrataError:
+                continue  # a stored chat this template cannot render: skip it, drafting only
+            fed += 1
+            if fed >= PRIOR_SESSIONS:
+                break
+        return fed
+
+    def _render_history(self, msgs: list[dict[str, str]]) -> str:
+        return render_chat(msgs, add_generation_prompt=False, template=self.template,
+                           special_tokens=self.special_tokens, **self.template_kwargs)
 
     # -- conversation text -------------------------------------------------------------------
     @property

@@ -59,6 +59,33 @@ def read_text_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> 
     return text, sha256_bytes(data)
 
 
+def _same_file(stored: Path, path: Path) -> bool:
+    try:
+        if stored.resolve() == path.resolve():
+            return True
+    except OSError:
+        pass
+    # a relative path was recorded from another folder: the name is all there is to compare
+    return not stored.is_absolute() and stored.name == path.name
+
+
+def stored_edit_file(store: SessionStore, session_id: str) -> Path:
+    """The file a recorded edit session edits (for `strata edit --session ID` without FILE)."""
+    info = store.get_session(session_id)
+    if info.kind != "edit":
+        raise SessionError(f"session {info.id} is a {info.kind} session, not an edit session")
+    path = next((t.file_path for t in reversed(store.turns(info.id)) if t.file_path), None)
+    if path is None:
+        raise SessionError(f"session {info.id} has no edit recorded yet; give the file: "
+                           f"strata edit FILE --session {info.id}")
+    return Path(path)
+
+
+def edit_statuses(store: SessionStore, session_id: str) -> dict[int, str]:
+    """What became of each round's rewrite: turn index -> proposed/accepted/rejected/undone."""
+    return {e.turn_idx: e.status for e in store.edits(session_id)}
+
+
 # -- diffs -------------------------------------------------------------------------------------
 @dataclass
 class Hunk:
@@ -221,6 +248,7 @@ class EditSession:
             info = open_recorded(store, session_id, "edit", generator)
             self.session_id = info.id
             self.turns = store.turns(info.id)
+            self._check_same_file(info.id)
         elif store is not None:
             self.session_id = store.create_session("edit", model_identity(generator), self.settings,
                                                    title=title or self.path.name)
@@ -228,6 +256,14 @@ class EditSession:
         self._check_fits(self.base_text)
         self.prior_documents = self._feed_prior_sessions()
         self._read_file()
+
+    def _check_same_file(self, session_id: str) -> None:
+        """A resumed edit session goes on with the file it edited, not another one."""
+        stored = next((t.file_path for t in reversed(self.turns) if t.file_path), None)
+        if stored is None or _same_file(Path(stored), self.path):
+            return
+        raise EditError(f"session {session_id} edits {stored}, not {self.display_path}; "
+                        f"run strata edit --session {session_id} without a file, or start a new session")
 
     # -- engine ------------------------------------------------------------------------------
     def _prefix(self, text: str) -> str:
@@ -248,9 +284,8 @@ class EditSession:
             return 0
         target = self.path.resolve()
         fed = 0
+        # a resumed session's own last rewrite counts too: it is the likeliest text to repeat
         for info in self.store.list_sessions(limit=50, kind="edit"):
-            if info.id == self.session_id:
-                continue
             for turn in reversed(self.store.turns(info.id)):
                 if turn.file_path and turn.output and Path(turn.file_path).resolve() == target:
                     add(self.generator.encode(turn.output))

@@ -209,8 +209,9 @@ def chat(
 # -- edit --------------------------------------------------------------------------------------
 @app.command()
 def edit(
-    file: Path = typer.Argument(..., help="The file to rewrite."),
+    file: Optional[Path] = typer.Argument(None, help="The file to rewrite (with --session: the session's file)."),
     instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="What to change."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", help="Resume a recorded edit session."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Headless: write the rewrite without asking."),
     no_input: bool = typer.Option(False, "--no-input", help="Headless: print the diff, write nothing (unless --yes)."),
     model: Optional[str] = ModelOpt,
@@ -225,9 +226,15 @@ def edit(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
-    from ..edit import EditSession, read_text_file
+    from ..edit import EditSession, read_text_file, stored_edit_file
     from ..filesafety import write_target
 
+    if session is not None and no_save:
+        raise UsageError("--session and --no-save do not go together")
+    if file is None:
+        if session is None:
+            raise UsageError("give the FILE to edit, or --session ID to resume a recorded edit")
+        file = stored_edit_file(_open_store(), session)
     _set_checkpoints(checkpoints)
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
@@ -239,12 +246,14 @@ def edit(
     if not headless:
         gen = _generator(model, threads, stream_opts)
         raise typer.Exit(_launch_tui(gen, mode="edit", settings=settings, store=_open_store(no_save),
-                                     edit_path=file, instruction=instruction, force=force))
+                                     edit_path=file, instruction=instruction, force=force,
+                                     session_id=session))
     if not instruction or not instruction.strip():
         raise UsageError("--instruction is required when editing without the TUI (--yes/--no-input or no terminal)")
     gen = _generator(model, threads, stream_opts)
     store = _open_store(no_save)
-    session = EditSession(gen, file, settings, store=store, force=force)
+    session_id = session
+    session = EditSession(gen, file, settings, store=store, force=force, session_id=session_id)
     for note in session.notes:
         _stderr(f"strata: note: {note}")
     stream = _Stream(echo=False)
@@ -372,14 +381,18 @@ def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sess
 def sessions_show(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
                   as_json: bool = JsonOpt) -> None:
     """Show one session's turns."""
+    from ..edit import edit_statuses
+
     store = _open_store()
     info = store.get_session(session_id)
     turns = store.turns(info.id)
+    status = edit_statuses(store, info.id)
     if as_json:
         windows = store.windows(info.id)
         data = info.to_dict()
         data["turns"] = [{"index": t.index, "input": t.input, "instruction": t.instruction,
                           "file": t.file_path, "output": t.output, "stop_reason": t.stop_reason,
+                          "edit": status.get(t.index),
                           "windows": sum(1 for w in windows if w[0] == t.index)} for t in turns]
         data["edits"] = [e.__dict__ for e in store.edits(info.id)]
         _print_json(data)
@@ -387,9 +400,13 @@ def sessions_show(session_id: str = typer.Argument(..., help="Session id or uniq
     print(f"session {info.id} ({info.kind}) {info.title or ''}".rstrip())
     print(f"model: {info.model_name} ({info.model_id})")
     print(f"created: {_when(info.created_at)}  updated: {_when(info.updated_at)}")
+    if status:
+        counts = {k: list(status.values()).count(k) for k in ("accepted", "rejected", "undone", "proposed")}
+        print("edits: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
     for t in turns:
         label = f"[{t.file_path}] {t.instruction}" if t.file_path else t.input
-        print(f"\n--- turn {t.index} ({t.stop_reason or '?'})\n> {label}\n{t.output}")
+        state = f", {status[t.index]}" if t.index in status else ""
+        print(f"\n--- turn {t.index} ({t.stop_reason or '?'}{state})\n> {label}\n{t.output}")
 
 
 @sessions_app.command("export")

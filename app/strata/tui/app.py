@@ -67,7 +67,13 @@ def expert_geometry(generator: Any) -> tuple[int, int]:
         return 0, 0
 
 
+NARROW_BELOW = 100
+
+
 class StrataApp(App):
+    # below NARROW_BELOW columns (an 80x24 terminal) the text gets the width: the screen has
+    # the class -narrow, app.tcss hides the panels (F4 shows them, F5 zooms them)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_BELOW, "-wide")]
     CSS_PATH = "app.tcss"
     TITLE = "strata"
     BINDINGS = bindings(APP_KEYS)
@@ -136,9 +142,9 @@ class StrataApp(App):
         self.notes.append(text)
         try:
             if self._thread_id == threading.get_ident():
-                self.notify(text, severity="error" if error else "warning")
+                self.notify(text, severity="error" if error else "warning", markup=False)
             else:
-                self.call_from_thread(self.notify, text, severity="error" if error else "warning")
+                self.call_from_thread(self.notify, text, severity="error" if error else "warning", markup=False)
         except RuntimeError:
             pass  # the app is closing
 
@@ -172,6 +178,7 @@ class StrataApp(App):
         from .screens.base import PanelsColumn
         for column in self.screen.query(PanelsColumn):
             column.display = not column.display
+        self._focus_input()
 
     def action_zoom_panels(self) -> None:
         from .screens.base import PanelsColumn
@@ -181,10 +188,20 @@ class StrataApp(App):
         zoomed = not columns[0].has_class("-zoomed")
         for column in columns:
             column.set_class(zoomed, "-zoomed")
-            column.display = True
+            if zoomed:
+                column.display = True
+            else:  # back to what the layout says (hidden on a narrow terminal)
+                column.styles.clear_rule("display")
         for left in self.screen.query("#left"):
             left.display = not zoomed
         self.repaint_panels(force=True)
+        if not zoomed:
+            self._focus_input()
+
+    def _focus_input(self) -> None:
+        focus = getattr(self.screen, "focus_input", None)
+        if focus is not None:
+            focus()
 
     def action_show_log(self) -> None:
         from .screens.log import LogScreen
@@ -199,4 +216,4 @@ class StrataApp(App):
     def on_status_note(self, message: StatusNote) -> None:
         self.notes.append(message.text)
         self.notify(message.text, severity="error" if message.error else "information",
-                    timeout=6 if message.error else 3)
+                    timeout=6 if message.error else 3, markup=False)  # paths may hold "[...]"

@@ -13,7 +13,8 @@ from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Static
+from rich.text import Text
+from textual.widgets import Input, Static
 
 from ...protocol import WindowEvent, WindowStats
 from ..messages import GenerationFinished, TelemetryUpdate
@@ -60,8 +61,15 @@ class EngineScreen(Screen):
 
     def _status(self, text: str, error: bool = False) -> None:
         status = self.query_one("#status", Static)
-        status.update(text)
+        status.update(Text(text))  # plain text: paths and errors may contain "[...]"
         status.set_class(error, "-error")
+
+    def focus_input(self) -> None:
+        """Give the focus back to where the user types (after the panels were zoomed)."""
+        for box in self.query(Input):
+            if box.display and box.id in ("prompt", "instruction"):
+                box.focus()
+                return
 
     @property
     def busy(self) -> bool:

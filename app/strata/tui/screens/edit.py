@@ -12,7 +12,11 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Header, Input, Static
 
+from rich.markup import escape
+from rich.text import Text
+
 from ...edit import EditSession
+from ...filesafety import display_name
 from ..keymap import REVIEW_KEYS, bindings
 from ..messages import GenerationFinished, SettingsChanged, StatusNote
 from ..widgets.diff_view import DiffView
@@ -109,16 +113,16 @@ class EditScreen(EngineScreen):
         else:
             self.query_one(DiffView).focus()
         line = self.query_one("#status", Static)
-        line.update(status)
+        line.update(Text(status))  # plain text: paths, instructions and errors may hold "[...]"
         line.set_class(error, "-error")
         self._title()
         self.refresh_bindings()
 
     def _title(self) -> None:
-        path = self.app.edit_path  # type: ignore[attr-defined]
-        parts = [f"[b]{path}[/b]"]
+        path = display_name(self.app.edit_path)  # type: ignore[attr-defined]
+        parts = [f"[b]{escape(path)}[/b]"]
         if self.instruction:
-            parts.append(f"instruction: [i]{self.instruction}[/i]")
+            parts.append(f"instruction: [i]{escape(self.instruction)}[/i]")
         if self.accepted:
             parts.append(f"{self.accepted} accepted")
         self.query_one("#edit-title", Static).update("  \u00b7  ".join(parts))
@@ -245,6 +249,12 @@ class EditScreen(EngineScreen):
     def action_quit_edit(self) -> None:
         if not self.busy:
             self.app.exit(self.accepted)
+
+    def focus_input(self) -> None:
+        if self.phase == "asking":
+            self.query_one("#instruction", Input).focus()
+        else:
+            self.query_one(DiffView).focus()
 
     def on_edit_done(self, message: EditDone) -> None:
         if message.error is not None:

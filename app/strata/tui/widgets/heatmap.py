@@ -24,6 +24,9 @@ GRADIENT = ((0.0, (22, 27, 34)), (0.2, (31, 78, 121)), (0.45, (46, 139, 87)),
             (0.7, (224, 176, 0)), (1.0, (255, 250, 235)))
 COLD_RGB = (255, 48, 80)
 LABEL_WIDTH = 4
+# every segment gets a style, padding included: a segment without one breaks Textual's
+# NO_COLOR (monochrome) filter
+PLAIN = Style()
 HALF = "\u2580"  # upper half block
 
 
@@ -135,7 +138,7 @@ class ExpertHeatmap(Widget):
         values, marks, lbins = self._grid_for_size()
         top, bottom = 2 * y, 2 * y + 1
         if top >= len(lbins):
-            return Strip.blank(width)
+            return Strip.blank(width, PLAIN)
         label = f"{lbins[top][0]:>3} "[:LABEL_WIDTH]
         segments = [Segment(label, Style(dim=True))]
         for j in range(values.shape[1]):
@@ -146,17 +149,17 @@ class ExpertHeatmap(Widget):
                 bg = None
             style = Style(color=f"rgb{fg}", bgcolor=f"rgb{bg}" if bg else None)
             segments.append(Segment(HALF, style))
-        return Strip(segments).adjust_cell_length(width)
+        return Strip(segments).adjust_cell_length(width, PLAIN)
 
     def _numeric_line(self, y: int, width: int) -> Strip:
         heat = self.tlog.heat
         if y >= heat.n_layers:
-            return Strip.blank(width)
+            return Strip.blank(width, PLAIN)
         union = heat.last_union[y] if y < len(heat.last_union) else 0
         cold = sum(1 for layer, _ in heat.cold if layer == y)
         hot = " ".join(f"{e}:{v:.1f}" for e, v in heat.hottest(y, 6))
         text = f"L{y:<3} union {union:>3} cold {cold:>2} | {hot}"
-        return Strip([Segment(text[:width].ljust(width))], width)
+        return Strip([Segment(text[:width].ljust(width), PLAIN)], width)
 
     def _legend(self, width: int) -> Strip:
         heat = self.tlog.heat
@@ -169,4 +172,4 @@ class ExpertHeatmap(Widget):
         segments.append(Segment(" recent  ", Style(dim=True)))
         segments.append(Segment("\u2588", Style(color=f"rgb{COLD_RGB}")))
         segments.append(Segment(f" cold  {heat.n_layers}x{heat.n_experts}", Style(dim=True)))
-        return Strip(segments).adjust_cell_length(width)
+        return Strip(segments).adjust_cell_length(width, PLAIN)
