@@ -39,6 +39,7 @@ import numpy as np
 
 from strata import config as strata_config
 from strata import pack
+from strata.telemetry import human_bytes
 
 
 def synth_config(layers: int, experts: int, top_k: int, hidden: int, inter: int, vocab: int) -> dict:
@@ -117,8 +118,8 @@ def build_pack(dst: str, args) -> str:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     info = pack.read_pack(dst)
-    print(f"pack: {args.layers} layers x {args.experts} experts x {pack.human_bytes(info.ex['stride'])} = "
-          f"{pack.human_bytes(info.expert_bytes)} of experts, top-{args.top_k}; written in "
+    print(f"pack: {args.layers} layers x {args.experts} experts x {human_bytes(info.ex['stride'])} = "
+          f"{human_bytes(info.expert_bytes)} of experts, top-{args.top_k}; written in "
           f"{time.monotonic() - t0:.1f} s", flush=True)
     return dst
 

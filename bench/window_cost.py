@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "app"))
 
 import strata  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 
 
 def main() -> None:

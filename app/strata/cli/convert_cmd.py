@@ -45,7 +45,8 @@ def convert(
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
     checksummed blobs (one read per expert). Atomic: an interrupted run leaves no pack behind."""
     from ..errors import ModelError, UsageError
-    from ..pack import convert as convert_pack, human_bytes
+    from ..pack.converter import convert as convert_pack
+    from ..telemetry import human_bytes
 
     progress = _Progress(sys.stderr.isatty())
     try:

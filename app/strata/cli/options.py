@@ -25,10 +25,7 @@ from ..errors import UsageError
 APPROXIMATE_NOTE = ("strata: note: cache-aware routing is on: output is approximate, "
                     "not identical to the reference model")
 
-# The names strata.pack accepts (pack.IO_MODES / pack.EVICTIONS); repeated here so that `--help`
-# does not import numpy. tests/test_cli_stream_options.py checks they agree.
-IO_MODES = ("direct", "page_cache")
-EVICTIONS = ("lru", "lfu")
+from ..pack.options import EVICTIONS, IO_MODES  # noqa: E402 (light: no numpy, no engine)
 
 ExpertCacheOpt = typer.Option(
     None, "--expert-cache", metavar="SIZE",
@@ -75,12 +72,12 @@ class StreamOptions:
                  eviction: Optional[str] = None, readahead: Optional[bool] = None,
                  routing: Optional[str] = None) -> "StreamOptions":
         if expert_cache is not None:
-            from ..pack import parse_cache_size
+            from ..pack.options import parse_cache_size
 
             parse_cache_size(expert_cache, 1 << 40)  # syntax only; the pack's size caps it later
         routing_kw = None
         if routing is not None:
-            from ..pack import parse_routing
+            from ..pack.options import parse_routing
 
             if not routing.strip():
                 raise UsageError("--routing needs a value (off, or e.g. protect=2,bonus=1.5)")
@@ -94,7 +91,7 @@ class StreamOptions:
         """A routing mode that changes the model's output is on."""
         if not self.routing:
             return False
-        from ..pack import routing_is_approximate
+        from ..pack.options import routing_is_approximate
 
         return routing_is_approximate(self.routing)
 
