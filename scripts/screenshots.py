@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from strata.errors import StrataError
 
     if args.fake:
-        from strata.fake import FakeGenerator
+        from strata.testing.fake import FakeGenerator
 
         def make_generator():
             return FakeGenerator()

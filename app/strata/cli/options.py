@@ -14,7 +14,6 @@ strata pack is checked by `strata.runtime.check_stream_options` once the model p
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -22,8 +21,7 @@ import typer
 
 from ..errors import UsageError
 
-APPROXIMATE_NOTE = ("strata: note: cache-aware routing is on: output is approximate, "
-                    "not identical to the reference model")
+APPROXIMATE_NOTE = "cache-aware routing is on: output is approximate, not identical to the reference model"
 
 from ..pack.options import EVICTIONS, IO_MODES  # noqa: E402 (light: no numpy, no engine)
 
@@ -110,4 +108,6 @@ class StreamOptions:
     def note(self, file=None) -> None:
         """The one-line stderr note that output is approximate (nothing in exact mode)."""
         if self.approximate:
-            print(APPROXIMATE_NOTE, file=file or sys.stderr)
+            from .. import diagnostics
+
+            diagnostics.note(APPROXIMATE_NOTE, file=file)
