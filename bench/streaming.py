@@ -44,6 +44,7 @@ import benchlib
 benchlib.import_strata()  # installed, or a checkout: PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME
 from strata import config as strata_config  # noqa: E402
 from strata import pack  # noqa: E402
+from strata.telemetry import human_bytes  # noqa: E402
 
 
 def synth_config(layers: int, experts: int, top_k: int, hidden: int, inter: int, vocab: int) -> dict:
@@ -122,8 +123,8 @@ def build_pack(dst: str, args) -> str:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     info = pack.read_pack(dst)
-    print(f"pack: {args.layers} layers x {args.experts} experts x {pack.human_bytes(info.ex['stride'])} = "
-          f"{pack.human_bytes(info.expert_bytes)} of experts, top-{args.top_k}; written in "
+    print(f"pack: {args.layers} layers x {args.experts} experts x {human_bytes(info.ex['stride'])} = "
+          f"{human_bytes(info.expert_bytes)} of experts, top-{args.top_k}; written in "
           f"{time.monotonic() - t0:.1f} s", flush=True)
     return dst
 

@@ -165,12 +165,12 @@ def test_errors_are_one_line_and_tracebacks_only_with_debug(capsys, monkeypatch,
     code, _, err = run(capsys, "sessions", "list")
     assert code == ExitCode.SESSION and err.count("\n") == 1 and "not a strata session store" in err
     assert store.read_bytes() == b"not a database"
-    import strata.cli.shell_cmds as cmds
+    import strata.cli.common as cmds
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(cmds, "_open_store", boom)
+    monkeypatch.setattr(cmds, "open_store", boom)
     code, _, err = run(capsys, "sessions", "list")
     assert code == ExitCode.ERROR and err.count("\n") == 1 and "--debug" in err and "Traceback" not in err
     code, _, err = run(capsys, "sessions", "list", "--debug")
@@ -220,7 +220,7 @@ def test_info_reads_pack_metadata(capsys, tmp_path):
 
 
 def test_interactive_commands_open_the_tui(capsys, monkeypatch, tmp_path):
-    import strata.cli.shell_cmds as cmds
+    import strata.cli.common as cmds
     import strata.tui.app as tui_app
 
     opened = []
@@ -234,7 +234,7 @@ def test_interactive_commands_open_the_tui(capsys, monkeypatch, tmp_path):
             pass
 
     monkeypatch.setattr(tui_app, "StrataApp", StubApp)
-    monkeypatch.setattr(cmds, "_interactive", lambda no_input: not no_input)
+    monkeypatch.setattr(cmds, "interactive", lambda no_input: not no_input)
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     f = tmp_path / "a.txt"

@@ -50,8 +50,15 @@ def run_json(capsys, model, *extra):
     return json.loads(out), err
 
 
-def test_option_names_are_the_ones_the_pack_loader_accepts():
-    assert options.IO_MODES == pack.IO_MODES and options.EVICTIONS == pack.EVICTIONS
+def test_option_parsers_import_neither_numpy_nor_the_engine():
+    import subprocess
+    import sys
+
+    code = ("import sys, strata.cli.options, strata.pack.options\n"
+            "print(sorted(m for m in ('numpy', 'strata._engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_routing_marks_run_output_approximate(capsys, models):

@@ -137,7 +137,7 @@ def test_unknown_arch_and_bad_config(good, tmp_path, live):
     _expect(str(m), "config.json: not valid JSON", live)
     os.remove(m / "config.json")
     _expect(str(m), "no config.json", live)
-    _expect(str(tmp_path / "nowhere"), "not a model folder", live)
+    _expect(str(tmp_path / "nowhere"), "no such model folder", live)
 
 
 def test_no_weights_and_bad_index(good, tmp_path, live):

@@ -12,6 +12,8 @@ import pytest
 
 from _stream_util import expected_blob, write_checkpoint
 from strata import pack
+from strata.pack.format import EXPERTS_HEAD
+from strata.safetensors_io import checkpoint_tensors
 from strata.errors import ModelError, UsageError
 
 
@@ -77,7 +79,7 @@ def test_header_identity(ckpt, packed):
     h = json.load(open(os.path.join(packed, pack.HEADER_NAME)))
     assert h["format"] == "strata-pack" and h["version"] == 1
     assert h["source"]["model_type"] == "qwen3_moe"
-    tensors = pack.checkpoint_tensors(ckpt)
+    tensors = checkpoint_tensors(ckpt)
     cfg = json.load(open(os.path.join(ckpt, "config.json")))
     assert h["source"]["source_id"] == pack.source_identity(cfg, tensors)
     cfg["hidden_size"] += 1
@@ -94,7 +96,9 @@ def test_convert_refuses_existing_and_is_atomic(ckpt, tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     dst2 = tmp_path / "out2"
-    monkeypatch.setattr(pack, "_write_experts", boom)
+    from strata.pack import converter
+
+    monkeypatch.setattr(converter, "_write_experts", boom)
     with pytest.raises(OSError):
         pack.convert(ckpt, str(dst2))
     assert not dst2.exists()
@@ -170,9 +174,9 @@ def test_experts_file_from_another_pack(ckpt, packed, tmp_path):
 def test_corrupt_checksum_table_and_header(packed, tmp_path):
     p = _copy_pack(packed, tmp_path)
     with open(os.path.join(p, pack.EXPERTS_NAME), "r+b") as f:
-        f.seek(pack._EXPERTS_HEAD.size + 5)
+        f.seek(EXPERTS_HEAD.size + 5)
         b = f.read(1)
-        f.seek(pack._EXPERTS_HEAD.size + 5)
+        f.seek(EXPERTS_HEAD.size + 5)
         f.write(bytes([b[0] ^ 0x10]))
     with pytest.raises(ModelError, match="checksum table is corrupt"):
         pack.read_pack(p)

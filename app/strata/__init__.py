@@ -2,7 +2,7 @@
 
 Public core API (no textual/rich imports here; the TUI and CLI are thin fronts over it):
 
-    eng = strata.load(path)          # HF checkpoint folder or strata pack
+    eng = strata.load(path)          # "strata-tiny", an HF checkpoint folder or a strata pack
     logits = eng.run(tokens)         # (T, vocab) float32, next-token logits for each row
     eng.commit(keep)                 # exactly once per run
 """
@@ -34,7 +34,8 @@ __all__ = [
 
 
 def load(path, **options):
-    """Load a model (HF checkpoint folder or strata pack) into an engine. See strata.model.load."""
-    from .model import load as _load
+    """Load a model (a bundled alias such as "strata-tiny", a Hugging Face checkpoint folder or a
+    strata pack) into an engine. See strata.loader.load."""
+    from .loader import load as _load
 
     return _load(path, **options)

@@ -144,17 +144,40 @@ def normalize(cfg: dict, where: str = "config.json") -> dict:
     return spec
 
 
-def read_config(folder: str) -> tuple[dict, dict]:
-    """(raw config dict, normalised spec) of a checkpoint folder."""
-    path = os.path.join(folder, "config.json")
+# A config.json is a few KB; anything this large is not one (and is not parsed into memory).
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def read_config_json(folder: str | os.PathLike) -> dict:
+    """The parsed config.json of a model folder (a checkpoint or a pack): the one reader of it.
+    ModelError (one line, naming the file) when it is missing, too large, not JSON or not an object."""
+    path = os.path.join(os.fspath(folder), "config.json")
     try:
         with open(path, "rb") as f:
-            raw = json.loads(f.read().decode("utf-8"))
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ModelError(f"{path}: no config.json in the model folder") from None
+        raise ModelError(f"{folder}: no config.json (not a Hugging Face checkpoint folder or a strata pack)") from None
+    except IsADirectoryError:
+        raise ModelError(f"{path}: is a folder, not a JSON file") from None
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read ({e.strerror})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ModelError(f"{path}: more than {MAX_CONFIG_BYTES >> 20} MiB, not a model config")
+    try:
+        raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelError(f"{path}: not valid JSON ({e})") from None
-    return raw, normalize(raw, where=path)
+    except RecursionError:
+        raise ModelError(f"{path}: not valid JSON (nested too deeply)") from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{path}: top level must be a JSON object")
+    return raw
+
+
+def read_config(folder: str) -> tuple[dict, dict]:
+    """(raw config dict, normalised spec) of a checkpoint folder."""
+    raw = read_config_json(folder)
+    return raw, normalize(raw, where=os.path.join(folder, "config.json"))
 
 
 def required_tensors(spec: dict, *, experts: bool = True) -> dict[str, tuple[int, ...]]:

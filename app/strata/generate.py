@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import ContextError, ModelError, UsageError, WindowError
-from .protocol import GenerationSettings, WindowEvent, WindowStats
+from .errors import ModelError, UsageError, WindowError
+from .protocol import GenerationSettings, WindowEvent, WindowStats, check_prompt_fits
 from .telemetry import Summary, summarize  # noqa: F401 (re-exported: `strata run --json` stats)
 from .tokenizer import IncrementalDecoder, Tokenizer
 
@@ -61,16 +60,10 @@ class Generator:
         """Load a Hugging Face checkpoint folder or a strata pack (with `expert_cache`)."""
         if backend not in (None, "auto", "cpu"):
             raise ModelError(f"backend {backend!r} is not available in this build (cpu)")
-        folder = Path(path)
-        opts = {k: v for k, v in dict(threads=threads, fold=fold, ctx=ctx).items() if v is not None}
-        from . import pack as _pack
+        from .loader import load, resolve
 
-        if _pack.is_pack(str(folder)):
-            engine = _pack.load_pack(str(folder), expert_cache=expert_cache, **opts, **engine_options)
-        else:
-            from .model import load
-
-            engine = load(str(folder), **opts)
+        folder = resolve(path)  # an alias names its bundled folder (the tokenizer lives there)
+        engine = load(folder, threads=threads, fold=fold, ctx=ctx, expert_cache=expert_cache, **engine_options)
         tokenizer = Tokenizer.from_folder(folder)
         eos = set(tokenizer.eos_ids) if tokenizer is not None else set()
         cfg = getattr(engine, "config", {}) or {}
@@ -157,9 +150,7 @@ class Generator:
         self._check_idle("stream")
         kwargs = settings.decode_kwargs()  # validated when the settings were made
         ids = [int(t) for t in prompt_ids]
-        if self.pos + len(ids) > self.context_limit:
-            raise ContextError(f"prompt of {len(ids)} tokens at position {self.pos} passes the context "
-                              f"limit of {self.context_limit}")
+        check_prompt_fits(len(ids), self.pos, self.context_limit)
         if not ids and not self.decoder.pending:
             raise UsageError("empty prompt: give at least one token")
         return self._events(ids, kwargs, should_stop)

@@ -1,11 +1,8 @@
-"""Loading checkpoints into the C++ engine.
+"""Building the C++ engine from a spec and a tensor table, and from a checkpoint folder.
 
-    eng = strata.load("path/to/hf-folder")      # config.json + *.safetensors
-    logits = eng.run(tokens)                     # (T, vocab) float32
-    eng.commit(keep)
-
-``build_engine`` is the lower-level entry the pack loader uses: a spec, a tensor table and
-optionally an ExpertStore object created by ``strata._engine``.
+``build_engine`` is the lower-level entry every format's loader uses (checkpoints here, packs in
+``strata.pack.loader``): a spec, a tensor table and optionally an ExpertStore object created by
+``strata._engine``. Which loader a path needs is decided in one place: ``strata.loader``.
 """
 from __future__ import annotations
 
@@ -17,9 +14,9 @@ from typing import Iterable, Sequence
 
 from . import config as _config
 from .errors import ModelError
-from .safetensors_io import ENGINE_DTYPES, TensorInfo, checkpoint_files, read_header
+from .safetensors_io import ENGINE_DTYPES, TensorInfo, checkpoint_tensors
 
-__all__ = ["load", "build_engine", "canonical_name", "model_id_of", "tensor_table"]
+__all__ = ["load_checkpoint", "build_engine", "canonical_name", "model_id_of", "tensor_table"]
 
 _PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 _SKIP = re.compile(r"^(model\.)?(visual|vision_tower|mtp|vision_model)\.|^mtp\.")
@@ -137,25 +134,12 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     )
 
 
-def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None, expert_store=None,
-         backend: str = "cpu", expert_cache=None, **stream_options):
-    """Load a Hugging Face checkpoint folder (config.json + *.safetensors) into an engine.
-
-    A strata pack goes to strata.pack.load_pack (experts stream through a cache of
-    `expert_cache`; `stream_options`: io_mode, eviction, io_threads, readahead)."""
-    folder = os.fspath(path)
-    from . import pack as _pack  # noqa: PLC0415
-
-    if _pack.is_pack(folder):
-        return _pack.load_pack(folder, expert_cache=expert_cache, threads=threads, fold=fold, ctx=ctx,
-                               backend=backend, **stream_options)
-    if stream_options or expert_cache is not None:
-        raise ModelError(f"{folder}: expert cache options apply to strata packs only (run strata convert first)")
+def load_checkpoint(folder: str, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None,
+                    backend: str = "cpu"):
+    """A Hugging Face checkpoint folder (config.json + *.safetensors) as an engine; every expert is
+    resident. `strata.loader.load` is the entry point that also takes packs and aliases."""
     if not os.path.isdir(folder):
         raise ModelError(f"{folder}: not a model folder")
     raw, spec = _config.read_config(folder)
-    infos: list[TensorInfo] = []
-    for f in checkpoint_files(folder):
-        infos.extend(read_header(f).values())
-    return build_engine(spec, infos, expert_store, threads=threads, fold=fold, ctx=ctx, config=raw,
-                        backend=backend)
+    infos = list(checkpoint_tensors(folder).values())
+    return build_engine(spec, infos, threads=threads, fold=fold, ctx=ctx, config=raw, backend=backend)

@@ -74,6 +74,15 @@ class WindowEvent:
     stop_reason: str | None = None  # "eos" | "max_new" | "context" | "stopped" on the last event
 
 
+def check_prompt_fits(n_prompt: int, pos: int, context_limit: int) -> None:
+    """ContextError (exit code 2) when `n_prompt` tokens at position `pos` pass the context."""
+    if pos + n_prompt > context_limit:
+        from .errors import ContextError
+
+        raise ContextError(f"prompt of {n_prompt} tokens at position {pos} passes the context "
+                           f"limit of {context_limit} tokens")
+
+
 class TextGenerator(Protocol):
     """What the fronts need from a loaded model. `strata.generate.Generator` is the real one;
     tests of the UI use a fake with the same surface."""

@@ -7,13 +7,13 @@ safetensors headers, a pack header) for `strata info`.
 """
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
+from . import loader
 from .errors import ModelError, UsageError
+from .loader import STREAM_OPTIONS
 from .models import resolve_model
 
 FAKE_MODEL = "fake"
@@ -26,24 +26,17 @@ def fake_allowed() -> bool:
 
 
 # Generator options that only a strata pack can honour (a checkpoint folder holds every expert).
-PACK_ONLY_OPTIONS = ("expert_cache", "io_mode", "eviction", "readahead", "routing", "io_threads")
+PACK_ONLY_OPTIONS = STREAM_OPTIONS
 
 
 def check_stream_options(path: str | os.PathLike, opts: dict[str, Any]) -> None:
     """UsageError (one line) when a pack-only option is given for a model that is not a pack."""
     given = [k for k in PACK_ONLY_OPTIONS if opts.get(k) is not None]
-    if not given:
-        return
-    from . import pack as packmod
-
-    if packmod.is_pack(os.fspath(path)):
-        return
-    flags = ", ".join("--" + k.replace("_", "-") for k in given)
-    needs = f"{flags} {'needs' if len(given) == 1 else 'need'} a strata pack"
-    if str(path) == FAKE_MODEL:
-        raise UsageError(f"{needs}; the fake test model has no experts to stream")
-    what = "a checkpoint folder" if (Path(path) / "config.json").is_file() else "not a strata pack"
-    raise UsageError(f"{needs}, and {path} is {what} (make one with: strata convert {path} DST)")
+    if given and str(path) == FAKE_MODEL:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(f"{flags} {'needs' if len(given) == 1 else 'need'} a strata pack; "
+                         "the fake test model has no experts to stream")
+    loader.check_stream_options(path, opts)
 
 
 def open_generator(model: str | os.PathLike | None = None, **opts: Any):
@@ -81,27 +74,10 @@ def open_generator(model: str | os.PathLike | None = None, **opts: Any):
 
 
 # -- metadata ----------------------------------------------------------------------------------
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-                "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
-
-
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
     # multimodal checkpoints nest the language model's fields
     inner = cfg.get("text_config")
     return {**cfg, **inner} if isinstance(inner, dict) else cfg
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelError(f"{path.parent}: no {path.name} (not a Hugging Face checkpoint folder "
-                         "or a strata pack)") from None
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path}: cannot read ({exc})") from None
-    if not isinstance(data, dict):
-        raise ModelError(f"{path}: not a JSON object")
-    return data
 
 
 def _direct_io_supported(path: str) -> bool | None:
@@ -142,13 +118,13 @@ def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
 
 def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
     """Metadata of a Hugging Face checkpoint folder or a strata pack, without loading weights."""
-    path = resolve_model(model)
-    if path.is_file():
-        raise ModelError(f"{path}: give the model folder, not a file inside it")
-    from . import pack as packmod
+    from .config import read_config_json
+    from .pack.format import read_pack
+    from .safetensors_io import checkpoint_tensors, read_header
 
-    is_pack = packmod.is_pack(str(path))
-    cfg = _text_config(_read_json(path / "config.json"))
+    path = resolve_model(model)
+    is_pack = loader.detect(path).streams_experts
+    cfg = _text_config(read_config_json(path))
     files = [f for f in path.iterdir() if f.is_file()]
     info: dict[str, Any] = {
         "path": str(path),
@@ -170,8 +146,8 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
     by_dtype: Counter[str] = Counter()
     params = 0
     if is_pack:
-        pinfo = packmod.read_pack(str(path))
-        tensors = packmod.read_safetensors_header(pinfo.dense_path)
+        pinfo = read_pack(str(path))
+        tensors = read_header(pinfo.dense_path)
         ex = pinfo.ex
         expert_params = ex["num_layers"] * ex["num_experts"] * 3 * ex["hidden_size"] * ex["moe_intermediate_size"]
         params += expert_params
@@ -180,7 +156,7 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
         info["pack_id"] = pinfo.header.get("pack_id")
         info["pack_io"] = _pack_io_facts(pinfo, cfg)
     else:
-        tensors = packmod.checkpoint_tensors(str(path))
+        tensors = checkpoint_tensors(str(path))
     for t in tensors.values():
         n = 1
         for s in t.shape:

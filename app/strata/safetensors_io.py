@@ -107,3 +107,18 @@ def checkpoint_files(folder: str) -> list[str]:
     if not paths:
         raise ModelError(f"{folder}: no *.safetensors files in the model folder")
     return paths
+
+
+def checkpoint_tensors(folder: str) -> dict[str, TensorInfo]:
+    """All tensors of a Hugging Face checkpoint folder (one or many *.safetensors shards), each of
+    a known dtype and named once."""
+    table: dict[str, TensorInfo] = {}
+    for path in checkpoint_files(folder):
+        for name, info in read_header(path).items():
+            if info.dtype not in DTYPE_SIZES:
+                raise ModelError(f"{path}: tensor {name!r}: unknown dtype {info.dtype!r}")
+            if name in table:
+                raise ModelError(f"{folder}: tensor {name!r} appears in both "
+                                 f"{os.path.basename(table[name].path)} and {os.path.basename(path)}")
+            table[name] = info
+    return table

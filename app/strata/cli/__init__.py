@@ -3,10 +3,11 @@ module under strata.cli and registers itself on `app`."""
 from __future__ import annotations
 
 import enum
-import os
-import sys
 
 import typer
+
+from .. import diagnostics
+from ..diagnostics import debug_enabled  # noqa: F401 (the commands ask it through here)
 
 
 class ExitCode(enum.IntEnum):
@@ -30,20 +31,16 @@ app = typer.Typer(
 )
 
 
-def debug_enabled() -> bool:
-    return os.environ.get("STRATA_DEBUG", "") not in ("", "0")
-
-
 def fail(message: str, code: ExitCode = ExitCode.ERROR) -> "typer.Exit":
     """Print one line on stderr and return an Exit to raise: `raise fail("...", ExitCode.MODEL)`."""
-    print(f"strata: error: {message}", file=sys.stderr)
+    diagnostics.error(message)
     return typer.Exit(int(code))
 
 
-# Command modules register themselves on `app` when imported. One module per area, so that
-# no file must change for every command: run_cmd (drafting/decode), convert_cmd (packs),
-# shell_cmds (chat, edit, replay, sessions, info, bench, paths, version).
-from . import convert_cmd, run_cmd, shell_cmds  # noqa: E402,F401
+# Command modules register themselves on `app` when imported: one module per command, so that
+# no file must change for every command (shared options and helpers: options.py, common.py).
+from . import (bench_cmd, chat_cmd, convert_cmd, edit_cmd, info_cmd, paths_cmd,  # noqa: E402,F401
+               replay_cmd, run_cmd, sessions_cmd, version_cmd)
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ strata pack is checked by `strata.runtime.check_stream_options` once the model p
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -22,13 +21,9 @@ import typer
 
 from ..errors import UsageError
 
-APPROXIMATE_NOTE = ("strata: note: cache-aware routing is on: output is approximate, "
-                    "not identical to the reference model")
+APPROXIMATE_NOTE = "cache-aware routing is on: output is approximate, not identical to the reference model"
 
-# The names strata.pack accepts (pack.IO_MODES / pack.EVICTIONS); repeated here so that `--help`
-# does not import numpy. tests/test_cli_stream_options.py checks they agree.
-IO_MODES = ("direct", "page_cache")
-EVICTIONS = ("lru", "lfu")
+from ..pack.options import EVICTIONS, IO_MODES  # noqa: E402 (light: no numpy, no engine)
 
 ExpertCacheOpt = typer.Option(
     None, "--expert-cache", metavar="SIZE",
@@ -75,12 +70,12 @@ class StreamOptions:
                  eviction: Optional[str] = None, readahead: Optional[bool] = None,
                  routing: Optional[str] = None) -> "StreamOptions":
         if expert_cache is not None:
-            from ..pack import parse_cache_size
+            from ..pack.options import parse_cache_size
 
             parse_cache_size(expert_cache, 1 << 40)  # syntax only; the pack's size caps it later
         routing_kw = None
         if routing is not None:
-            from ..pack import parse_routing
+            from ..pack.options import parse_routing
 
             if not routing.strip():
                 raise UsageError("--routing needs a value (off, or e.g. protect=2,bonus=1.5)")
@@ -94,7 +89,7 @@ class StreamOptions:
         """A routing mode that changes the model's output is on."""
         if not self.routing:
             return False
-        from ..pack import routing_is_approximate
+        from ..pack.options import routing_is_approximate
 
         return routing_is_approximate(self.routing)
 
@@ -113,4 +108,6 @@ class StreamOptions:
     def note(self, file=None) -> None:
         """The one-line stderr note that output is approximate (nothing in exact mode)."""
         if self.approximate:
-            print(APPROXIMATE_NOTE, file=file or sys.stderr)
+            from .. import diagnostics
+
+            diagnostics.note(APPROXIMATE_NOTE, file=file)

@@ -14,7 +14,9 @@ from typing import Optional
 
 import typer
 
+from .. import diagnostics
 from ..errors import UsageError
+from ..telemetry import human_bytes, plural
 from . import app
 from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 
@@ -124,8 +126,16 @@ def run_command(
                "stop_reason": stop_reason, "settings": settings.to_dict(), "stats": summary}
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     if stats:
-        s = summary
-        print(f"strata: {s['tokens']} tokens in {s['windows']} windows, {s['tokens_per_s']:.1f} tok/s "
-              f"(prefill {len(ids)} tokens in {s['prefill_s'] * 1e3:.1f} ms); acceptance {s['acceptance']:.2f}, "
-              f"mean keep {s['mean_keep']:.2f}, window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; "
-              f"T {s['t_hist']}; stop: {stop_reason}", file=sys.stderr)
+        diagnostics.say(stats_line(summary, len(ids), stop_reason))
+
+
+def stats_line(s: dict, prompt_tokens: int, stop_reason: str | None) -> str:
+    """`strata run --stats`: one line of window statistics (and the expert cache's, for packs)."""
+    line = (f"{plural(s['tokens'], 'token')} in {plural(s['windows'], 'window')}, {s['tokens_per_s']:.1f} tok/s "
+            f"(prefill {plural(prompt_tokens, 'token')} in {s['prefill_s'] * 1e3:.1f} ms); "
+            f"acceptance {s['acceptance']:.2f}, mean keep {s['mean_keep']:.2f}, "
+            f"window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; T {s['t_hist']}")
+    if s["hits"] or s["cold_misses"]:  # experts stream (a pack): say how the cache did
+        line += (f"; expert cache {plural(s['hits'], 'hit')}, {plural(s['cold_misses'], 'miss', 'misses')} "
+                 f"(hit rate {s['hit_rate']:.0%}), {human_bytes(s['bytes_read'])} read")
+    return line + f"; stop: {stop_reason}"

@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 
+from .. import diagnostics
 from ..errors import EditError, ModelError, SessionError, StrataError, UsageError, WindowError
 
 _CODES = (
@@ -32,12 +33,7 @@ def exit_code_for(exc: BaseException) -> int:
     return int(ExitCode.ERROR)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-def error(message: str) -> None:
-    print(f"strata: error: {_one_line(message)}", file=sys.stderr)
+from ..diagnostics import error  # noqa: E402 (one writer of stderr)
 
 
 def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
@@ -72,7 +68,8 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 
 
 def run_app(app, argv: list[str] | None = None) -> None:
-    from . import ExitCode, debug_enabled
+    from . import ExitCode
+    from ..diagnostics import debug_enabled
 
     click_exc, usage_exc, abort_exc, exit_exc = _click_exceptions()
 
@@ -84,7 +81,7 @@ def run_app(app, argv: list[str] | None = None) -> None:
         code = app(args=args, prog_name="strata", standalone_mode=False)
         if code == int(ExitCode.INTERRUPTED):
             # Typer turns Ctrl-C inside a command into Exit(130) without a word
-            print("strata: interrupted", file=sys.stderr)
+            diagnostics.say("interrupted")
     except StrataError as exc:
         if debug:
             traceback.print_exc()
@@ -93,10 +90,10 @@ def run_app(app, argv: list[str] | None = None) -> None:
     except exit_exc as exc:
         code = int(getattr(exc, "exit_code", getattr(exc, "code", 0)) or 0)
     except abort_exc:
-        print("strata: interrupted", file=sys.stderr)
+        diagnostics.say("interrupted")
         code = int(ExitCode.INTERRUPTED)
     except KeyboardInterrupt:
-        print("strata: interrupted", file=sys.stderr)
+        diagnostics.say("interrupted")
         code = int(ExitCode.INTERRUPTED)
     except click_exc as exc:  # bad options, missing arguments
         if debug:

@@ -20,8 +20,8 @@ from collections import OrderedDict
 from typing import Callable, Iterator
 
 from .. import prompts
-from ..errors import ContextError, ModelError, WindowError
-from ..protocol import GenerationSettings, WindowEvent, WindowStats
+from ..errors import ModelError, WindowError
+from ..protocol import GenerationSettings, WindowEvent, WindowStats, check_prompt_fits
 
 SPECIAL_IDS = {tok: i for i, tok in enumerate(prompts.SPECIAL_TOKENS)}
 SPECIAL_BY_ID = {i: tok for tok, i in SPECIAL_IDS.items()}
@@ -185,10 +185,7 @@ class FakeGenerator:
     def stream(self, prompt_ids: list[int], settings: GenerationSettings,
                should_stop: Callable[[], bool] | None = None) -> Iterator[WindowEvent]:
         self._check_idle("stream")
-        if self.pos + len(prompt_ids) > self.context_limit:
-            raise ContextError(
-                f"prompt of {len(prompt_ids)} tokens at position {self.pos} passes the context "
-                f"limit of {self.context_limit}")
+        check_prompt_fits(len(prompt_ids), self.pos, self.context_limit)
         self._tokens.extend(int(t) for t in prompt_ids)
         target = self.encode(self.responder(self.decode(self._tokens), settings))
         return self._windows(target, settings, should_stop)

@@ -1,0 +1,93 @@
+"""`strata chat` (and `strata` alone): the chat TUI, or headless with --message or piped stdin."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+from .. import diagnostics
+from . import app, common
+from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, ModelOpt, NoSaveOpt,
+                     SeedOpt, TempOpt, ThreadsOpt)
+from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from ..errors import UsageError
+from ..settings import GenerationSettings
+
+
+@app.callback(invoke_without_command=True)
+def _main(ctx: typer.Context,
+          debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
+          model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for the default chat."),
+          ) -> None:
+    """Local inference shell for large Mixture-of-Experts models. Without a command: chat."""
+    if debug:
+        os.environ["STRATA_DEBUG"] = "1"
+    if ctx.invoked_subcommand is None:
+        chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
+             temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
+             checkpoints=None, threads=None, expert_cache=None, io_mode=None, eviction=None,
+             readahead=None, routing=None, as_json=False)
+    elif model is not None:
+        raise UsageError("give --model after the command name (strata chat --model ...)")
+
+
+@app.command()
+def chat(
+    model: Optional[str] = ModelOpt,
+    session: Optional[str] = typer.Option(None, "--session", "-s", help="Resume a recorded chat session."),
+    message: Optional[List[str]] = typer.Option(None, "--message", help="Send this message (repeatable); implies headless."),
+    system: Optional[str] = typer.Option(None, "--system", help="System prompt for a new chat."),
+    no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
+    draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
+    max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
+    no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt,
+    threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = ExpertCacheOpt,
+    io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
+    readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
+    common.set_checkpoints(checkpoints)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    if no_save and session:
+        raise UsageError("--session and --no-save do not go together")
+    store = common.open_store(no_save)
+    base = None
+    if session and store is not None:
+        base = GenerationSettings.from_dict(store.get_session(session).settings)
+    settings = common.settings(base, draft=draft, temperature=temperature, seed=seed, max_new=max_new,
+                         max_draft=max_draft)
+    if not message and common.interactive(no_input):
+        gen = common.generator(model, threads, stream_opts)
+        raise typer.Exit(common.launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
+    texts = list(message or [])
+    if not texts:
+        from ..textcheck import decode_input
+
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
+        data = decode_input(raw, "the message on stdin")
+        if not data.strip():
+            raise UsageError("no message: pass --message TEXT or pipe the message on stdin")
+        texts = [data.rstrip("\n")]
+    from ..chat import ChatSession
+
+    gen = common.generator(model, threads, stream_opts)
+    chat_session = ChatSession(gen, settings, store=store, session_id=session, system=system)
+    results = []
+    for text in texts:
+        stream = common.Stream(echo=not as_json)
+        for ev in chat_session.send(text, settings):
+            stream(ev)
+        turn = chat_session.turns[-1]
+        if not as_json:
+            sys.stdout.write("\n")
+        results.append({"input": text, "output": turn.output, "stop_reason": turn.stop_reason,
+                        **stream.summary()})
+        diagnostics.progress(f"{stream.tokens} tokens in {stream.windows} windows")
+    if as_json:
+        common.print_json({"session": chat_session.session_id, "turns": results,
+                     "approximate": stream_opts.approximate})
+    elif chat_session.session_id:
+        diagnostics.progress(f"session {chat_session.session_id}")

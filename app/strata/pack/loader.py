@@ -1,0 +1,60 @@
+"""Loading a strata pack: the engine's dense weights from dense.safetensors, the experts streamed
+through a resident cache by the native StreamingExpertStore."""
+from __future__ import annotations
+
+import os
+
+from ..config import read_config
+from ..errors import ModelError, UsageError
+from ..model import build_engine
+from .format import PackInfo, check_pack_matches, config_digest, pack_tensor_table, read_pack
+from .options import EVICTIONS, IO_MODES, parse_cache_size, parse_routing
+
+
+def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode: str = "direct",
+                      eviction: str = "lru", io_threads: int = 4, readahead: bool = False,
+                      prefault: bool = False):
+    """The native StreamingExpertStore over a pack's expert file."""
+    from .. import _engine  # noqa: PLC0415 (native module)
+
+    if io_mode not in IO_MODES:
+        raise UsageError(f"--io-mode: {io_mode!r} is not one of {', '.join(IO_MODES)}")
+    if eviction not in EVICTIONS:
+        raise UsageError(f"--eviction: {eviction!r} is not one of {', '.join(EVICTIONS)}")
+    ex = info.ex
+    return _engine.StreamingExpertStore(
+        info.experts_path, ex["data_offset"], ex["stride"], ex["blob_bytes"], ex["num_experts"],
+        ex["hidden_size"], ex["moe_intermediate_size"], ex["dtype"], [int(x) for x in ex["layers"]],
+        info.crcs, int(info.expert_bytes if cache_bytes is None else cache_bytes), io_mode=io_mode,
+        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead), prefault=bool(prefault))
+
+
+def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str = "lru",
+              io_threads: int = 4, readahead: bool = False, routing=None, prefault: bool = False,
+              **options):
+    """Loads a strata pack into an engine whose experts stream through a resident cache.
+
+    `expert_cache`: bytes (int), or text as `parse_cache_size` reads it ("8GiB", "0.25", ...);
+    None holds every expert. `routing`: cache-aware routing (see parse_routing; default exact).
+    Other options go to `strata.model.build_engine`.
+    """
+    info = read_pack(os.fspath(path))
+    raw, spec = read_config(info.path)
+    want = info.header.get("source", {}).get("config_sha256")
+    if want and want != config_digest(raw):
+        raise ModelError(f"{os.path.join(info.path, 'config.json')}: does not match the pack it sits in "
+                         "(the pack was converted from a different model; re-run strata convert)")
+    check_pack_matches(info, spec)
+    if expert_cache is None:
+        cache = info.expert_bytes
+    elif isinstance(expert_cache, int) and not isinstance(expert_cache, bool):
+        cache = expert_cache
+    else:
+        cache = parse_cache_size(expert_cache, info.expert_bytes)
+    store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
+                              io_threads=io_threads, readahead=readahead, prefault=prefault)
+    engine = build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
+    routing_kw = parse_routing(routing)
+    if routing_kw:
+        engine.set_routing(**routing_kw)
+    return engine
