@@ -11,7 +11,7 @@ from strata.cli import ExitCode, app
 from strata.cli.runner import run_app
 from strata.edit import EditSession, stored_edit_file
 from strata.errors import EditError, SessionError
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.store import SessionStore
 
 

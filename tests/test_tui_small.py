@@ -7,7 +7,7 @@ import pytest
 from textual.widgets import Footer, Input
 
 from strata.chat import ChatSession
-from strata.fake import FakeGenerator
+from strata.testing.fake import FakeGenerator
 from strata.replay import Replay
 from strata.session_format import recording_from_store
 from strata.store import SessionStore
