@@ -1,0 +1,16 @@
+"""GGUF models: metadata, tensors, tokenizer and chat template from a .gguf file (or split set).
+
+    model = strata.gguf.open_gguf("m.gguf")      # metadata + tensor infos, checked
+    spec = strata.gguf.spec_from_metadata(model)   # the engine's architecture spec
+    table = strata.gguf.canonical_tensors(model, spec)
+    tok = strata.gguf.load_tokenizer(model)
+"""
+from __future__ import annotations
+
+from .arch import ARCHS, spec_from_metadata
+from .names import WeightRef, canonical_tensors
+from .reader import SUPPORTED_TYPES, GGUFModel, GGUFTensor, is_gguf, open_gguf
+from .tokenizer import build_tokenizer, chat_template, load_tokenizer
+
+__all__ = ["ARCHS", "SUPPORTED_TYPES", "GGUFModel", "GGUFTensor", "WeightRef", "build_tokenizer",
+           "canonical_tensors", "chat_template", "is_gguf", "load_tokenizer", "open_gguf", "spec_from_metadata"]
