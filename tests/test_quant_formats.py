@@ -73,12 +73,38 @@ def test_dequantize_matches_gguf_bit_for_bit(fmt, edge):
     assert_bit_equal(got, reference_dequant(fmt, raw, rows, cols))
 
 
-def dot_tolerance(W, X):
-    """Forward error bound of any f32 summation order: gamma_n * sum |w||x| (plus f32 products)."""
-    n = W.shape[1]
+# Formats whose kernels quantize each activation row per block (32 or 256 values) like ggml.
+INT8_ACTIVATIONS = {"Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
+
+
+def quantized_activations(X, block):
+    """The activations the int8 kernels use: per block d = amax/127 (f32), q = round(x/d)."""
+    Xb = X.reshape(X.shape[0], -1, block).astype(np.float32)
+    d = (np.abs(Xb).max(axis=2, keepdims=True) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    q = np.clip(quants.np_roundf((Xb * inv).astype(np.float32)), -127, 127)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(X.shape)
+
+
+def magnitude_weights(fmt, raw, rows, cols):
+    """|w| to bound rounding errors with: for formats with a min term, |d*sc*q| + |dmin*m|."""
+    W = reference_dequant(fmt, raw, rows, cols)
+    if fmt not in ("Q4_K", "Q5_K"):
+        return np.abs(W)
+    blocks = raw.reshape(-1, {"Q4_K": 144, "Q5_K": 176}[fmt]).copy()
+    blocks[:, 2:4] = 0  # dmin = 0 leaves d*sc*q
+    scaled = reference_dequant(fmt, blocks.reshape(raw.shape), rows, cols)
+    return np.abs(scaled) + np.abs(scaled - W)
+
+
+def dot_tolerance(Wabs, X):
+    """Forward error bound of any f32 summation order: gamma_n * sum |w||x| (n plus a few
+    roundings of the block scales)."""
+    n = Wabs.shape[1] + 8
     u = 2.0 ** -24
-    gamma = (n + 1) * u / (1 - (n + 1) * u)
-    return gamma * (np.abs(X).astype(np.float64) @ np.abs(W).astype(np.float64).T) + 1e-30
+    gamma = n * u / (1 - n * u)
+    return gamma * (np.abs(X).astype(np.float64) @ Wabs.astype(np.float64).T) + 1e-30
 
 
 def shape_for(fmt):
@@ -94,10 +120,23 @@ def test_dot_matches_numpy_on_dequantized_weights(fmt, isa):
     raw = random_tensor(fmt, rows, cols, rng, finite=True)
     W = reference_dequant(fmt, raw, rows, cols)
     X = rng.standard_normal((5, cols)).astype(np.float32)
+    X[1, :40] = 0.0  # an all-zero activation block (scale 0)
+    Xr = quantized_activations(X, INT8_ACTIVATIONS[fmt]) if fmt in INT8_ACTIVATIONS else X.astype(np.float64)
     got = _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa)
-    want = X.astype(np.float64) @ W.astype(np.float64).T
+    want = Xr @ W.astype(np.float64).T
     err = np.abs(got - want)
-    assert (err <= dot_tolerance(W, X)).all(), f"max error {err.max()}"
+    assert (err <= dot_tolerance(magnitude_weights(fmt, raw, rows, cols), Xr)).all(), f"max error {err.max()}"
+
+
+@pytest.mark.parametrize("fmt", sorted(INT8_ACTIVATIONS))
+def test_int8_kernels_agree_across_instruction_sets(fmt):
+    """Integer sums are exact and the float steps are the same: every ISA gives the same bits."""
+    rng = np.random.default_rng(5)
+    rows, cols = 7, shape_for(fmt)
+    raw = random_tensor(fmt, rows, cols, rng, finite=True)
+    X = rng.standard_normal((3, cols)).astype(np.float32)
+    results = {isa: _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa).tobytes() for isa in ISAS}
+    assert len(set(results.values())) == 1, list(results)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "blocks.h"
+#include "dot_int8.h"
 #include "formats.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -193,6 +194,11 @@ void dot_rows(QType t, const float* X, int T, int ldx, const uint8_t* W, size_t 
     if (!is_supported(int(t))) throw std::invalid_argument("dot_rows: unsupported weight format");
     if (rb < row_bytes(t, cols)) throw std::invalid_argument("dot_rows: row stride shorter than a row");
     if (isa == Isa::kAuto) isa = best_isa();
+    if (!isa_available(isa)) throw std::invalid_argument("dot_rows: instruction set not in this build");
+    if (uses_int8_activations(t)) {
+        dot_rows_int8(t, X, T, ldx, W, rb, cols, Y, ldy, r0, r1, isa);
+        return;
+    }
     switch (isa) {
 #ifdef STRATA_QUANT_AVX512
         case Isa::kAvx512: dot_rows_isa<Avx512Isa>(t, X, T, ldx, W, rb, cols, Y, ldy, r0, r1); return;
