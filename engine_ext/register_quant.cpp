@@ -40,6 +40,14 @@ size_t checked_row_bytes(QType t, const Bytes& data, int64_t rows, int64_t cols)
 }  // namespace
 
 void register_quant(py::module_& m) {
+    register_cpu_kernels();
+    m.def("quant_set_activations", [](const std::string& mode) {
+        if (mode != "int8" && mode != "f32") throw py::value_error("activations must be 'int8' or 'f32', not '" + mode + "'");
+        set_exact_activations(mode == "f32");
+    }, py::arg("mode"),
+       "engine matmuls over block formats: 'int8' activations (default, fast) or 'f32' (exact: bit-identical "
+       "to the dequantized model stored as F32)");
+    m.def("quant_activations", [] { return std::string(exact_activations() ? "f32" : "int8"); });
     m.def("quant_formats", [] {
         py::dict out;
         for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,

@@ -140,13 +140,16 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
 
 def load(path, *, threads: int | None = None, fold: str = "eager", ctx: int | None = None, expert_store=None,
          backend: str = "cpu", expert_cache=None, **stream_options):
-    """Load a Hugging Face checkpoint folder (config.json + *.safetensors) into an engine.
+    """Load a Hugging Face checkpoint folder (config.json + *.safetensors) or a .gguf file into an engine.
 
     A strata pack goes to strata.pack.load_pack (experts stream through a cache of
     `expert_cache`; `stream_options`: io_mode, eviction, io_threads, readahead)."""
     folder = os.fspath(path)
+    from . import gguf as _gguf  # noqa: PLC0415
     from . import pack as _pack  # noqa: PLC0415
 
+    if _gguf.is_gguf(folder) and not (stream_options or expert_cache is not None):
+        return _gguf.load_gguf(folder, threads=threads, fold=fold, ctx=ctx, backend=backend)
     if _pack.is_pack(folder):
         return _pack.load_pack(folder, expert_cache=expert_cache, threads=threads, fold=fold, ctx=ctx,
                                backend=backend, **stream_options)

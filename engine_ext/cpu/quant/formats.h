@@ -54,4 +54,14 @@ constexpr int kMaxDotRows = 16;
 void dot_rows(QType t, const float* X, int T, int ldx, const uint8_t* W, size_t row_bytes, int cols,
               float* Y, int ldy, int r0, int r1, Isa isa = Isa::kAuto);
 
+// Registers the block formats' kernels with the CPU backend (cpu/matmul.h); called once when
+// the module loads.
+void register_cpu_kernels();
+
+// Process-wide choice for the engine's block-format matmuls: int8 activations (default, fast,
+// like llama.cpp) or exact f32 activations against the dequantized rows (slow; bit-identical to
+// the same model stored as F32, which is how the loaders are verified).
+void set_exact_activations(bool exact);
+bool exact_activations();
+
 }  // namespace strata::quant
