@@ -50,7 +50,7 @@ void register_quant(py::module_& m) {
     m.def("quant_activations", [] { return std::string(exact_activations() ? "f32" : "int8"); });
     m.def("quant_formats", [] {
         py::dict out;
-        for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,
+        for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,
                         QType::IQ4_XS}) {
             const Geometry g = geometry(t);
             out[type_name(t)] = py::make_tuple(int(t), g.block_elems, g.block_bytes);

@@ -10,11 +10,11 @@ from gguf import quants
 
 from strata import _engine
 
-FORMATS = ["F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+FORMATS = ["F32", "F16", "BF16", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 ISAS = _engine.quant_isas()
 
 # Byte offsets of the f16 scale fields inside one block (where the edge values go).
-SCALE_OFFSETS = {"Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0]}
+SCALE_OFFSETS = {"Q5_0": [0], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0]}
 # f16 bit patterns at the edges: +-0, smallest subnormal, largest subnormal, smallest normal,
 # 1, max finite, +-inf, NaN.
 EDGE_HALVES = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00]
@@ -74,7 +74,7 @@ def test_dequantize_matches_gguf_bit_for_bit(fmt, edge):
 
 
 # Formats whose kernels quantize each activation row per block (32 or 256 values) like ggml.
-INT8_ACTIVATIONS = {"Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
+INT8_ACTIVATIONS = {"Q5_0": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
 
 
 def quantized_activations(X, block):
@@ -109,7 +109,7 @@ def dot_tolerance(Wabs, X):
 
 def shape_for(fmt):
     # Q8_0: 11 blocks (a partial span); plain floats: a masked tail; K-quants: 3 super-blocks.
-    return {"Q8_0": 352, "F32": 300, "F16": 300, "BF16": 300}.get(fmt, 768)
+    return {"Q8_0": 352, "Q5_0": 352, "F32": 300, "F16": 300, "BF16": 300}.get(fmt, 768)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -63,6 +63,19 @@ inline void decode_q8_0(const uint8_t* b, float* out) {
     for (int i = 0; i < kQ8; ++i) out[i] = float(q[i]) * d;
 }
 
+// Q5_0: f16 d, 32 high bits (u32, bit i for weight i), 16 bytes of nibbles (weights 0-15 in the
+// low nibbles, 16-31 in the high ones); w = (q - 16) * d.
+inline int q5_0_value(const uint8_t* b, int i) {
+    uint32_t qh;
+    std::memcpy(&qh, b + 2, 4);
+    const int lo = i < 16 ? (b[6 + i] & 0x0f) : (b[6 + i - 16] >> 4);
+    return (lo | int(((qh >> i) & 1) << 4)) - 16;
+}
+inline void decode_q5_0(const uint8_t* b, float* out) {
+    const float d = half_to_float(load_u16(b));
+    for (int i = 0; i < kQ8; ++i) out[i] = d * float(q5_0_value(b, i));
+}
+
 // The 6-bit scale and min of sub-block s (0..7) from the 12 packed bytes of Q4_K / Q5_K:
 // bytes 0-3 hold scales 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the
 // same for mins; bytes 8-11 the low 4 bits of scales 4-7 (low nibble) and mins 4-7 (high).

@@ -38,6 +38,11 @@ inline int decode_span(QType t, const uint8_t* row, int cols, int s, float* buf)
         case QType::BF16:
             for (int i = 0; i < len; ++i) buf[i] = bf16_bits_to_float(load_u16(row + 2 * size_t(start + i)));
             break;
+        case QType::Q5_0: {
+            const uint8_t* b = row + size_t(start / kQ8) * 22;
+            for (int k = 0; k < len / kQ8; ++k) decode_q5_0(b + 22 * k, buf + kQ8 * k);
+            break;
+        }
         case QType::Q8_0: {
             const uint8_t* b = row + size_t(start / kQ8) * 34;
             for (int k = 0; k < len / kQ8; ++k) decode_q8_0(b + 34 * k, buf + kQ8 * k);

@@ -14,10 +14,10 @@
 namespace strata::quant {
 
 bool uses_int8_activations(QType t) {
-    return t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K || t == QType::IQ4_XS;
+    return t == QType::Q8_0 || t == QType::Q5_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K || t == QType::IQ4_XS;
 }
 
-int activation_block(QType t) { return t == QType::Q8_0 ? kQ8 : kQK; }
+int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0) ? kQ8 : kQK; }
 
 void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16) {
     for (int b = 0; b < cols / block; ++b) {
@@ -82,6 +82,21 @@ struct ScalarKernels {
                 const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
                 int w[32];
                 for (int i = 0; i < 32; ++i) w[i] = int8_t(blk[2 + i]);
+                int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
+                lanes_fma(acc, isum, dd);
+            }
+            y[t] = lanes_sum(acc);
+        }
+    }
+    static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
+        for (int t = 0; t < T; ++t) {
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int b = 0; b < nb; ++b) {
+                const uint8_t* blk = row + size_t(b) * 22;
+                const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
+                int w[32];
+                for (int i = 0; i < 32; ++i) w[i] = q5_0_value(blk, i);
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
                 lanes_fma(acc, isum, dd);
@@ -201,6 +216,35 @@ struct Avx2Kernels {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
                 const __m256i isum = dot32(uw, sx, ones);
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xa[t].d[b]), acc[t]);
+            }
+        }
+        for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]);
+    }
+    static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
+        __m256 acc[kMaxDotRows];
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0f);
+        // byte i of the spread high bits: bit i of qh, selected by shuffling qh's bytes into place
+        const __m256i bytesel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bitsel = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+        for (int b = 0; b < nb; ++b) {
+            const uint8_t* blk = row + size_t(b) * 22;
+            const float dw = half_to_float(load_u16(blk));
+            uint32_t qh;
+            std::memcpy(&qh, blk + 2, 4);
+            const __m128i q16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
+            const __m256i q = _mm256_setr_m128i(q16, _mm_srli_epi16(q16, 4));
+            const __m256i lo = _mm256_and_si256(q, low4);
+            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), bytesel);
+            const __m256i hbit = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bitsel), bitsel),
+                                                  _mm256_set1_epi8(0x10));
+            const __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, hbit), _mm256_set1_epi8(16));
+            const __m256i uw = _mm256_sign_epi8(w, w);
+            for (int t = 0; t < T; ++t) {
+                const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(uw, sx, ones)),
+                                         _mm256_set1_ps(dw * xa[t].d[b]), acc[t]);
             }
         }
         for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]);
@@ -333,6 +377,7 @@ void run_rows(QType qt, const Act* xa, int T, const uint8_t* W, size_t rb, int c
         const uint8_t* row = W + size_t(r) * rb;
         switch (qt) {
             case QType::Q8_0: K::q8_0(row, cols / kQ8, xa, T, y); break;
+            case QType::Q5_0: K::q5_0(row, cols / kQ8, xa, T, y); break;
             case QType::Q4_K: K::template q45_k<false>(row, cols / kQK, xa, T, y); break;
             case QType::Q5_K: K::template q45_k<true>(row, cols / kQK, xa, T, y); break;
             case QType::Q6_K: K::q6_k(row, cols / kQK, xa, T, y); break;

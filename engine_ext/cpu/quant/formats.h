@@ -12,6 +12,7 @@ namespace strata::quant {
 enum class QType : int {
     F32 = 0,
     F16 = 1,
+    Q5_0 = 6,
     Q8_0 = 8,
     Q4_K = 12,
     Q5_K = 13,
