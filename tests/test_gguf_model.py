@@ -123,3 +123,35 @@ def test_unsupported_architecture(tmp_path):
     model.metadata["general.architecture"] = "llama"
     with pytest.raises(ModelError, match="architecture 'llama' is not supported"):
         spec_from_metadata(model)
+
+
+def test_info_reports_format_mix_and_bytes_per_token(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import strata
+    from strata.gguf import gguf_info
+
+    folder = hf_model(tmp_path, "qwen3_moe")
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), qtype="Q8_0")
+    model = open_gguf(path)
+    info = gguf_info(path)
+    assert info["model_type"] == "qwen3_moe" and info["format"] == "gguf"
+    assert sum(info["formats"].values()) == sum(t.nbytes for t in model.tensors.values())
+    assert set(info["formats"]) == {"Q8_0", "F32"}
+    spec = spec_from_metadata(model)
+    experts = sum(t.nbytes for n, t in model.tensors.items() if "_exps." in n)
+    dense = sum(t.nbytes for n, t in model.tensors.items() if "_exps." not in n and n != "token_embd.weight")
+    assert info["expert_bytes"] == experts
+    assert info["bytes_per_token"] == dense + experts * spec["top_k"] // spec["num_experts"]
+    env = {**os.environ, "PYTHONPATH": str(Path(strata.__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-m", "strata", "info", path, "--json"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["formats"] == info["formats"]
+    r = subprocess.run([sys.executable, "-m", "strata", "info", path], capture_output=True, text=True, env=env,
+                       timeout=60)
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("formats"))
+    assert "Q8_0" in line and "F32" in line and "per token" in r.stdout

@@ -133,6 +133,10 @@ def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
 def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
     """Metadata of a Hugging Face checkpoint folder or a strata pack, without loading weights."""
     path = resolve_model(model)
+    from . import gguf as _gguf
+
+    if _gguf.is_gguf(path):
+        return _gguf.gguf_info(path)
     if path.is_file():
         raise ModelError(f"{path}: give the model folder, not a file inside it")
     from . import pack as packmod
