@@ -12,6 +12,7 @@ namespace {
 const FormatInfo kInfo[kFormatCount] = {
     {"F32", 1, 4, false},     {"BF16", 1, 2, false},  {"F16", 1, 2, false},  {"Q8_0", 32, 34, true},
     {"Q4_K", 256, 144, true}, {"Q5_K", 256, 176, true}, {"Q6_K", 256, 210, true}, {"IQ4_XS", 256, 136, true},
+    {"Q5_0", 32, 22, true},  // Q4_K_M files use it where rows are not whole 256-blocks
 };
 }  // namespace
 

@@ -19,6 +19,7 @@ struct ModelSpec {
     bool norm_plus_one = true;     // RMSNorm weight is applied as (1 + w)
     int lin_nk = 0, lin_nv = 0, lin_dk = 0, lin_dv = 0, conv_k = 4;
     bool gdn_fused = true;         // qwen3_next in_proj_qkvz/in_proj_ba (grouped per key head)
+    bool lin_v_tiled = false;      // value heads stored tiled over key heads (qwen35moe GGUF files)
     int n_experts = 0, top_k = 0;
     bool norm_topk = true;
     int moe_inter = 0, shared_inter = 0, inter = 0;

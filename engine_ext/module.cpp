@@ -8,6 +8,7 @@ void register_decode(py::module_& m);   // register_decode.cpp: drafters, sample
 void register_stream(py::module_& m);   // register_stream.cpp: expert pack reader, cache, IO
 void register_ops(py::module_& m);      // register_ops.cpp: single backend ops (per-op test)
 void register_kernels(py::module_& m);  // register_kernels.cpp: standalone prefill kernels (tests)
+void register_quant(py::module_& m);    // register_quant.cpp: GGUF block formats and their kernels
 
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "strata native engine";
@@ -16,4 +17,5 @@ PYBIND11_MODULE(_engine, m) {
     register_stream(m);
     register_ops(m);
     register_kernels(m);
+    register_quant(m);
 }

@@ -38,6 +38,7 @@ ModelSpec spec_from_dict(const py::dict& d) {
     s.lin_dv = int(geti("linear_value_head_dim"));
     s.conv_k = int(geti("linear_conv_kernel"));
     s.gdn_fused = d["gdn_fused"].cast<bool>();
+    s.lin_v_tiled = d.contains("linear_v_tiled") && d["linear_v_tiled"].cast<bool>();
     s.n_experts = int(geti("num_experts"));
     s.top_k = int(geti("top_k"));
     s.norm_topk = d["norm_topk_prob"].cast<bool>();

@@ -3,6 +3,7 @@
     eng = strata.load("strata-tiny")                 # a bundled alias
     eng = strata.load("path/to/hf-folder")           # config.json + *.safetensors
     eng = strata.load("path/to/pack", expert_cache="25%")   # a strata pack: experts stream
+    eng = strata.load("model-Q4_K_M.gguf")           # a GGUF file (or the first of a split set)
 
 `load` resolves the reference (an alias of a bundled model or a path, never a network lookup),
 checks the engine options once, asks each registered `ModelFormat` in turn whether the path is
@@ -60,8 +61,23 @@ def _load_checkpoint(path: Path, **options: Any):
     return load_checkpoint(str(path), **options)
 
 
+def _is_gguf(path: Path) -> bool:
+    from .gguf import is_gguf
+
+    # by name too, so a damaged .gguf file gets the GGUF reader's error, not "not a folder"
+    return path.is_file() and (path.suffix.lower() == ".gguf" or is_gguf(path))
+
+
+def _load_gguf(path: Path, **options: Any):
+    from .gguf import load_gguf
+
+    return load_gguf(str(path), **options)
+
+
 # Asked in order: a pack folder also has a config.json, so packs come first.
 _FORMATS: list[ModelFormat] = [
+    ModelFormat("gguf", _is_gguf, _load_gguf,
+                describe="a GGUF file (or the first file of a split set)"),
     ModelFormat("strata-pack", _is_pack, _load_pack, streams_experts=True,
                 describe="a strata pack (strata convert)"),
     ModelFormat("hf-checkpoint", _is_checkpoint, _load_checkpoint,
@@ -95,8 +111,6 @@ def detect(path: str | os.PathLike) -> ModelFormat:
             return fmt
     kinds = "; ".join(f.describe or f.name for f in _FORMATS)
     if p.is_file():
-        if p.suffix.lower() == ".gguf":
-            raise ModelError(f"{p}: GGUF files are not supported by this build (give {kinds})")
         raise ModelError(f"{p}: give the model folder, not a file inside it ({kinds})")
     if p.is_dir():
         raise ModelError(f"{p}: no config.json (not a Hugging Face checkpoint folder or a strata pack)")

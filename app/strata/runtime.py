@@ -121,8 +121,11 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
     from .config import read_config_json
     from .pack.format import read_pack
     from .safetensors_io import checkpoint_tensors, read_header
+    from . import gguf as _gguf
 
     path = resolve_model(model)
+    if _gguf.is_gguf(path):
+        return _gguf.gguf_info(path)
     is_pack = loader.detect(path).streams_experts
     cfg = _text_config(read_config_json(path))
     files = [f for f in path.iterdir() if f.is_file()]

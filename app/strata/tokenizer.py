@@ -30,7 +30,13 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> "Tokenizer | None":
-        """The tokenizer of a model folder; None when the folder has no tokenizer.json."""
+        """The tokenizer of a model folder; None when the folder has no tokenizer.json. A .gguf
+        file carries its own tokenizer and chat template in its metadata."""
+        from . import gguf as _gguf
+
+        if _gguf.is_gguf(folder):
+            model = _gguf.open_gguf(folder)
+            return _gguf.load_tokenizer(model) if model.get("tokenizer.ggml.model") is not None else None
         path = Path(folder) / "tokenizer.json"
         if not path.is_file():
             return None

@@ -41,20 +41,86 @@ GdnLayer::GdnLayer(const LayerEnv& env, WeightLoader& w, int l, bool lazy_fold) 
     } else {
         qkv_ = w.linear(layer_name(l, "linear_attn.in_proj_qkv"), conv_dim_, s.hidden, false);
         z_ = w.linear(layer_name(l, "linear_attn.in_proj_z"), value_dim_, s.hidden, false);
-        b_ = w.linear(layer_name(l, "linear_attn.in_proj_b"), nv, s.hidden, false);
-        a_ = w.linear(layer_name(l, "linear_attn.in_proj_a"), nv, s.hidden, false);
+        // GGUF qwen3next files split qkvz by kind but keep b/a fused per key-head group
+        ba_fused_ = w.source().has(layer_name(l, "linear_attn.in_proj_ba.weight"));
+        if (ba_fused_) {
+            ba_ = w.linear(layer_name(l, "linear_attn.in_proj_ba"), 2 * nv, s.hidden, false);
+        } else {
+            b_ = w.linear(layer_name(l, "linear_attn.in_proj_b"), nv, s.hidden, false);
+            a_ = w.linear(layer_name(l, "linear_attn.in_proj_a"), nv, s.hidden, false);
+        }
+        build_split_perm();
     }
     out_ = w.linear(layer_name(l, "linear_attn.out_proj"), s.hidden, value_dim_, false);
     conv_w_ = w.vec(layer_name(l, "linear_attn.conv1d.weight"), int64_t(conv_dim_) * s.conv_k);
-    std::vector<float> alog = w.vec(layer_name(l, "linear_attn.A_log"), nv);
-    A_.resize(nv);
-    for (int h = 0; h < nv; ++h) A_[h] = -std::exp(alog[h]);
+    if (w.source().has(layer_name(l, "linear_attn.A"))) {
+        A_ = w.vec(layer_name(l, "linear_attn.A"), nv);  // GGUF stores A = -exp(A_log) itself
+    } else {
+        std::vector<float> alog = w.vec(layer_name(l, "linear_attn.A_log"), nv);
+        A_.resize(nv);
+        for (int h = 0; h < nv; ++h) A_[h] = -std::exp(alog[h]);
+    }
     dt_bias_ = w.vec(layer_name(l, "linear_attn.dt_bias"), nv);
     norm_w_ = w.vec(layer_name(l, "linear_attn.norm.weight"), s.lin_dv);
+    if (s.lin_v_tiled) untile_value_heads();
     S_.assign(size_t(nv) * s.lin_dk * s.lin_dv, 0.f);
     hist_.assign(size_t(s.conv_k - 1) * conv_dim_, 0.f);
     S_scr_.assign(S_.size(), 0.f);
     hist_scr_.assign(hist_.size(), 0.f);
+}
+
+// Value head h = g*r + i (grouped by key head g, the canonical order) sits at g + i*nk in a
+// tiled file (qwen35moe GGUF: the v0 of every key head, then the v1s ...).
+int GdnLayer::file_head(int h) const {
+    const ModelSpec& s = env_.spec;
+    if (!s.lin_v_tiled) return h;
+    const int r = s.lin_nv / s.lin_nk;
+    return (h % r) * s.lin_nk + h / r;
+}
+
+// Split projections land in [qkv | z | b a] in file order; perm_ (empty when that already is
+// canonical) picks the canonical column from it.
+void GdnLayer::build_split_perm() {
+    const ModelSpec& s = env_.spec;
+    if (!ba_fused_ && !s.lin_v_tiled) return;
+    const int nv = s.lin_nv, r = s.lin_nv / s.lin_nk, dv = s.lin_dv;
+    const int W1 = conv_dim_ + value_dim_;
+    perm_.resize(W1 + 2 * nv);
+    for (int c = 0; c < int(perm_.size()); ++c) perm_[c] = c;
+    for (int h = 0; h < nv; ++h) {
+        const int f = file_head(h);
+        for (int j = 0; j < dv; ++j) {
+            perm_[2 * key_dim_ + h * dv + j] = 2 * key_dim_ + f * dv + j;
+            perm_[conv_dim_ + h * dv + j] = conv_dim_ + f * dv + j;
+        }
+        if (ba_fused_) {
+            const int g = h / r, i = h % r;
+            perm_[W1 + h] = W1 + g * 2 * r + i;
+            perm_[W1 + nv + h] = W1 + g * 2 * r + r + i;
+        } else {
+            perm_[W1 + h] = W1 + f;
+            perm_[W1 + nv + h] = W1 + nv + f;
+        }
+    }
+}
+
+// Per-head parameters of a tiled file into canonical order (the projections are permuted per
+// run by perm_, the output projection's input by tile_output).
+void GdnLayer::untile_value_heads() {
+    const ModelSpec& s = env_.spec;
+    const int nv = s.lin_nv, dv = s.lin_dv, K = s.conv_k;
+    std::vector<float> A(nv), dt(nv), conv(conv_w_);
+    for (int h = 0; h < nv; ++h) {
+        const int f = file_head(h);
+        A[h] = A_[f];
+        dt[h] = dt_bias_[f];
+        for (int j = 0; j < dv; ++j)
+            std::memcpy(conv.data() + size_t(2 * key_dim_ + h * dv + j) * K,
+                        conv_w_.data() + size_t(2 * key_dim_ + f * dv + j) * K, sizeof(float) * K);
+    }
+    A_.swap(A);
+    dt_bias_.swap(dt);
+    conv_w_.swap(conv);
 }
 
 void GdnLayer::begin_window(int T, bool keep_rows) {
@@ -87,10 +153,19 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
             for (int c = 0; c < W; ++c) dst[c] = src[perm_[c]];
         }
     } else {
-        be.matmul({{h, n, s.hidden, qkv_.w, nullptr, P.data(), W},
-                   {h, n, s.hidden, z_.w, nullptr, P.data() + conv_dim_, W},
-                   {h, n, s.hidden, b_.w, nullptr, P.data() + conv_dim_ + value_dim_, W},
-                   {h, n, s.hidden, a_.w, nullptr, P.data() + conv_dim_ + value_dim_ + nv, W}});
+        std::vector<float> raw(perm_.empty() ? 0 : size_t(n) * W);
+        float* dst = perm_.empty() ? P.data() : raw.data();
+        std::vector<MatJob> jobs = {{h, n, s.hidden, qkv_.w, nullptr, dst, W},
+                                    {h, n, s.hidden, z_.w, nullptr, dst + conv_dim_, W}};
+        if (ba_fused_) {
+            jobs.push_back({h, n, s.hidden, ba_.w, nullptr, dst + conv_dim_ + value_dim_, W});
+        } else {
+            jobs.push_back({h, n, s.hidden, b_.w, nullptr, dst + conv_dim_ + value_dim_, W});
+            jobs.push_back({h, n, s.hidden, a_.w, nullptr, dst + conv_dim_ + value_dim_ + nv, W});
+        }
+        be.matmul(jobs);
+        for (int t = 0; t < n && !perm_.empty(); ++t)
+            for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = raw[size_t(t) * W + perm_[c]];
     }
     const std::vector<float>& hist = first ? hist_ : hist_scr_;
     std::vector<float> C(size_t(n) * conv_dim_);
@@ -171,6 +246,14 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     st.out = O.data();
     be.gdn_step(st);
     be.gated_rmsnorm({O.data(), value_dim_, dv}, {P.data() + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
+    if (s.lin_v_tiled) {  // the output projection's input columns are in the file's head order
+        std::vector<float> Of(O.size());
+        for (int t = 0; t < n; ++t)
+            for (int hh = 0; hh < nv; ++hh)
+                std::memcpy(Of.data() + size_t(t) * value_dim_ + size_t(file_head(hh)) * dv,
+                            O.data() + size_t(t) * value_dim_ + size_t(hh) * dv, sizeof(float) * dv);
+        O.swap(Of);
+    }
     be.matmul({{O.data(), n, value_dim_, out_.w, nullptr, out, s.hidden}});
 }
 

@@ -28,13 +28,17 @@ public:
 
 private:
     void fold(int keep);
+    int file_head(int h) const;
+    void build_split_perm();
+    void untile_value_heads();
     LayerEnv env_;
     bool lazy_;
     int key_dim_, value_dim_, conv_dim_;
     Linear qkvz_, ba_;          // fused (qwen3_next)
     Linear qkv_, z_, b_, a_;    // split (qwen3_5)
+    bool ba_fused_ = false;     // split q/k/v and z but fused b/a (qwen3next GGUF files)
     Linear out_;
-    std::vector<int> perm_;     // canonical [q|k|v|z|b|a] index -> fused projection index
+    std::vector<int> perm_;     // canonical [q|k|v|z|b|a] index -> projection output index
     std::vector<float> conv_w_; // [conv_dim][K]
     std::vector<float> A_, dt_bias_, norm_w_;
     // committed state

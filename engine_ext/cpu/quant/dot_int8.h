@@ -1,0 +1,29 @@
+// Dot kernels for the block formats with int8 activations: each input row is quantized per
+// block (32 weights for Q8_0, 256 for the K-quants and IQ4_XS) with round-half-away-from-zero
+// like ggml, and the weight x activation products are summed in int32 (exact, so the order of
+// those sums does not matter); only the per-block scale products are float, accumulated over
+// blocks in one fixed order into 8 lanes and summed by one fixed tree. The scalar, AVX2 and
+// AVX-512 builds compute the same integers and the same float operations: their results are
+// identical, and a row's result never depends on T or the other rows.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "formats.h"
+
+namespace strata::quant {
+
+// True for the formats that take this path.
+bool uses_int8_activations(QType t);
+
+// Activation block size for a weight format (32 or 256).
+int activation_block(QType t);
+
+// One activation row quantized per block of `block` values: q[cols], d[cols/block] and, for
+// 256-blocks, the sums of each 16 quantized values (bsum16[cols/16]).
+void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16);
+
+void dot_rows_int8(QType t, const float* X, int T, int ldx, const uint8_t* W, size_t row_bytes, int cols,
+                   float* Y, int ldy, int r0, int r1, Isa isa);
+
+}  // namespace strata::quant
