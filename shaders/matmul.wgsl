@@ -55,6 +55,7 @@ fn matmul_f32(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
     let base = n * p.row_words;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var k = lid; k < p.K; k += WG) {
             let wk = bitcast<f32>(w[base + k]);
             for (var j = 0u; j < TB; j++) { acc[j] = acc[j] + wk * x_at(t0 + j, k); }
@@ -73,6 +74,7 @@ fn matmul_f16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
     let pairs = p.K / 2u;  // K is even for 16-bit formats (checked on the host)
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = unpack2x16float(w[base + i]);
             for (var j = 0u; j < TB; j++) {
@@ -94,6 +96,7 @@ fn matmul_bf16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
     let pairs = p.K / 2u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = bf16_pair(w[base + i]);
             for (var j = 0u; j < TB; j++) {
