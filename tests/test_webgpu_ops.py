@@ -8,15 +8,18 @@ import pytest
 
 from webgpu_helpers import bf16_bits, bf16_to_f32, open_test_device, weights_in
 
-# Tolerances (max abs error relative to the scale named in each test), measured on lavapipe
-# (Mesa 22.3 llvmpipe) and kept ~10x above the measured value.
-MATMUL_REL = 1e-5       # |y - ref| / (|x| @ |w|.T)
-NORM_ABS = 2e-5
-ROTARY_ABS = 1e-5
+# Tolerances, max abs error (relative to the scale named where it says so). Measured on lavapipe
+# (Mesa 22.3 llvmpipe, larger shapes than here: K=2048 matmul, D=2048 norms, 1000-cell
+# attention, Dk=Dv=128 GDN): matmul 1.7e-8 of |x|.|w|, rmsnorm 7e-7, gated 2.4e-7, rotary 0,
+# elementwise 1.6e-7 relative, router weights 9e-8 (ids equal), attention 2.7e-7, GDN out 2e-8
+# and state 1.8e-7, conv 9.5e-7. Each bound is about 10x the measured value.
+MATMUL_REL = 2e-7       # |y - ref| / (|x| @ |w|.T)
+NORM_ABS = 1e-5
+ROTARY_ABS = 1e-6
 ELEMENTWISE_REL = 2e-6
 ROUTER_ABS = 1e-6
-ATTENTION_ABS = 2e-5
-GDN_ABS = 5e-5
+ATTENTION_ABS = 3e-6
+GDN_ABS = 2e-6
 CONV_ABS = 1e-5
 
 
