@@ -446,13 +446,30 @@ def _human(n: float) -> str:
 
 
 @app.command()
-def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled alias."), as_json: bool = JsonOpt) -> None:
-    """Show a model's metadata (config, tensors, size) without loading it."""
+def info(
+    model: Optional[str] = typer.Argument(None, help="Model folder, pack, or bundled alias."),
+    as_json: bool = JsonOpt,
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="Also show the WebGPU adapter and limits: auto (a real GPU), software (lavapipe) or any."),
+) -> None:
+    """Show a model's metadata (config, tensors, size) without loading it; --gpu: the WebGPU adapter."""
     from ..runtime import model_info
 
-    data = model_info(model)
+    if model is None and gpu is None:
+        raise UsageError("strata info needs a MODEL (or --gpu auto|software|any for the WebGPU adapter)")
+    gpu_data = None
+    if gpu is not None:
+        from .gpu_info import gpu_info
+
+        gpu_data = gpu_info(gpu)
+    data = model_info(model) if model is not None else None
     if as_json:
-        _print_json(data)
+        _print_json({**(data or {}), "webgpu": gpu_data} if gpu_data is not None else data)
+        return
+    if gpu_data is not None:
+        from .gpu_info import print_gpu_info
+
+        print_gpu_info(gpu_data, _human)
+    if data is None:
         return
     p = data.get("params") or 0
     print(f"{data['path']}")

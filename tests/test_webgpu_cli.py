@@ -1,0 +1,61 @@
+"""`strata info --gpu`: adapter, driver and limits, and the one-line errors around it."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from strata.cli import app
+from strata.cli.runner import run_app
+from webgpu_helpers import open_test_device
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_DEBUG", "0")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        run_app(app, list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_info_gpu_shows_adapter_and_limits(capsys):
+    dev = open_test_device()
+    expected = dev.info()
+    code, out, _ = run(capsys, "info", "--gpu", "any")
+    assert code == 0
+    assert expected["device"] in out
+    assert "binding max" in out and "chunks of" in out
+    code, out, _ = run(capsys, "info", "--gpu", "any", "--json")
+    data = json.loads(out)["webgpu"]
+    assert data["limits"]["max_storage_binding"] == expected["limits"]["max_storage_binding"]
+    assert data["backend"] == expected["backend"]
+
+
+def test_info_gpu_auto_refuses_software_adapter_in_one_line(capsys):
+    dev = open_test_device()
+    code, out, err = run(capsys, "info", "--gpu", "auto")
+    if dev.info()["software"]:
+        assert code != 0
+        lines = [line for line in err.splitlines() if line.startswith("strata:")]
+        assert len(lines) == 1 and "no GPU adapter" in lines[0] and "install" in lines[0]
+        assert "Traceback" not in err
+    else:
+        assert code == 0
+
+
+def test_info_needs_model_or_gpu(capsys):
+    code, _, err = run(capsys, "info")
+    assert code != 0 and "needs a MODEL" in err
+
+
+def test_info_gpu_bad_choice(capsys):
+    code, _, err = run(capsys, "info", "--gpu", "nvidia")
+    assert code != 0 and "unknown adapter choice 'nvidia'" in err
