@@ -1,40 +1,164 @@
-// Compute backends. The engine's forward pass is written against this interface; the CPU
-// backend (kernels_cpu.*, threadpool.*) is the reference, a GPU backend slots in beside it.
+// Compute backends. The layers are written against this interface only: every op the three
+// architectures need is a method here, and a backend says which (op, weight format) pairs it
+// computes (supports). The CPU backend (cpu/) is the reference; other backends register a
+// factory (register_backend) and join the engine and the per-op test without other changes.
+//
+// Buffers are host float arrays; strides are in floats. Exactness contract for every op: an
+// output element is computed by one fixed code path whatever the number of rows, the other
+// rows or the thread count (batch invariance), except where an op says otherwise.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels_cpu.h"
-#include "threadpool.h"
+#include "format.h"
 
 namespace strata {
+
+enum class Op : int {
+    Embed = 0,      // gather rows of a weight matrix as f32 (format-dependent)
+    RmsNorm,        // x / sqrt(mean(x^2) + eps) * w over heads of rows
+    GatedRmsNorm,   // rmsnorm(x) * w * silu(z)
+    Matmul,         // Y = X W^T (+ bias) over a weight format
+    Rotary,         // rotary embedding (rotate-half) of the first 2*half lanes of each head
+    Attention,      // causal attention of rows over KV cells, optional sigmoid output gate
+    CausalConv,     // depthwise causal conv over [history; rows] + SiLU
+    GdnInputs,      // GDN step inputs: L2-normalised q (scaled) / k, v, decay, beta
+    GdnStep,        // gated delta-rule recurrence, rows in order, per value head
+    RouterTopk,     // softmax over experts, top-k (ties: lower id), optional renormalisation
+    Gather,         // copy rows by index (expert gather)
+    SwiGlu,         // silu(g) * u
+    MoeCombine,     // sum_j w_j * expert_out_j (+ sigmoid(gate) * shared)
+    Add,            // x += y
+};
+constexpr int kOpCount = int(Op::Add) + 1;
+const char* op_name(Op op);
+bool op_from_name(const std::string& name, Op& out);
+// Ops whose result depends on a weight format (the others take f32 and ignore the format).
+inline bool op_has_format(Op op) { return op == Op::Embed || op == Op::Matmul; }
+
+// One matrix product of a batch run together: Y[t*ldy + r] = dot(X[t*ldx ..], row r of W)
+// (+ bias[r]) for t < T, r < W.rows.
+struct MatJob {
+    const float* X = nullptr;
+    int T = 0;
+    int ldx = 0;
+    MatView W;
+    const float* bias = nullptr;
+    float* Y = nullptr;
+    int ldy = 0;
+};
+
+// Rows of vectors: vector (r, h) starts at p + r*ld + h*hs and has `dim` elements.
+struct RowsF {
+    float* p = nullptr;
+    int ld = 0;
+    int hs = 0;
+};
+struct RowsC {
+    const float* p = nullptr;
+    int ld = 0;
+    int hs = 0;
+};
+
+// Causal attention of n query rows at positions p0.. over cells [0, p0 + t] of a KV cache.
+struct AttentionArgs {
+    const float* q = nullptr;     // [n][n_heads][head_dim]
+    const float* gate = nullptr;  // [n][n_heads][head_dim] sigmoid output gate, or null
+    const float* k_cells = nullptr;  // [cells][n_kv][head_dim]
+    const float* v_cells = nullptr;
+    int n = 0, n_heads = 0, n_kv = 0, head_dim = 0;
+    int64_t p0 = 0;
+    float scale = 1.f;
+    float* out = nullptr;         // [n][n_heads][head_dim]
+};
+
+// Depthwise causal conv (kernel K) over [history (K-1 rows, oldest first); n rows] + SiLU.
+struct ConvArgs {
+    const float* x = nullptr;     // [n][ldx], first `channels` lanes used
+    int ldx = 0;
+    const float* hist = nullptr;  // [K-1][channels]
+    const float* w = nullptr;     // [channels][K]
+    int n = 0, channels = 0, K = 0;
+    float* out = nullptr;         // [n][channels]
+};
+
+// GDN step inputs of n rows from the conv output c = [q | k | v] (per row, conv_dim lanes)
+// and the projected b, a (per row, n_v lanes each).
+struct GdnInputsArgs {
+    const float* conv = nullptr;  // [n][conv_dim]
+    const float* b = nullptr;     // row t at b + t*ld_ba
+    const float* a = nullptr;
+    int ld_ba = 0;
+    const float* A = nullptr;     // [n_v] = -exp(A_log)
+    const float* dt_bias = nullptr;
+    int n = 0, n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+    float* q = nullptr;           // [n][n_k*d_k]  (L2-normalised, times 1/sqrt(d_k))
+    float* k = nullptr;           // [n][n_k*d_k]
+    float* v = nullptr;           // [n][n_v*d_v]
+    float* decay = nullptr;       // [n][n_v]
+    float* beta = nullptr;        // [n][n_v]
+};
+
+// The gated delta rule over n rows in order, every value head: row 0 reads S0 (may equal S),
+// every row writes S. out may be null (fold: state only).
+struct GdnStepArgs {
+    const float* S0 = nullptr;    // [n_v][d_k][d_v]
+    float* S = nullptr;
+    const float* q = nullptr;     // [n][n_k*d_k]
+    const float* k = nullptr;
+    const float* v = nullptr;     // [n][n_v*d_v]
+    const float* decay = nullptr; // [n][n_v]
+    const float* beta = nullptr;
+    int n = 0, n_k = 0, n_v = 0, d_k = 0, d_v = 0;
+    float* out = nullptr;         // [n][n_v*d_v]
+};
 
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
     virtual int threads() const = 0;
-    // Every job: Y[t][r] = dot(X[t], W[r]) (+ bias), one fixed reduction order per output
-    // element whatever T, the batch of jobs or the thread count.
+    // Whether this backend computes `op` on weights stored in `f` (ops without a weight format:
+    // whether it has the op at all, whatever f).
+    virtual bool supports(Op op, WFormat f) const = 0;
+
+    // out[i] = row ids[i] of W as f32.
+    virtual void embed(const MatView& W, const int32_t* ids, int n, float* out) = 0;
+    // rows x heads vectors of `dim`: out = x / sqrt(mean(x^2) + eps) * w (in place allowed).
+    virtual void rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps) = 0;
+    // x = rmsnorm(x) * w * silu(z), in place, rows x heads vectors of `dim`.
+    virtual void gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim, const float* w, float eps) = 0;
+    // Every job, one fixed reduction order per output element whatever T, the batch of jobs
+    // or the thread count.
     virtual void matmul(const std::vector<MatJob>& jobs) = 0;
-    // Independent work items (heads, (row, head) pairs): never split a reduction.
-    virtual void parallel_for(int n, const std::function<void(int)>& fn) = 0;
+    // Rotate-half rotary of rows at positions p0 + r (first 2*half lanes of each head).
+    virtual void rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) = 0;
+    virtual void attention(const AttentionArgs& a) = 0;
+    virtual void causal_conv(const ConvArgs& a) = 0;
+    virtual void gdn_inputs(const GdnInputsArgs& a) = 0;
+    virtual void gdn_step(const GdnStepArgs& a) = 0;
+    // logits [n][E] -> idx/weights [n][k] in rank order.
+    virtual void router_topk(const float* logits, int n, int n_experts, int k, bool renormalize, int* idx,
+                             float* weights) = 0;
+    // dst row i = src row idx[i] (cols floats each).
+    virtual void gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) = 0;
+    // out = silu(g) * u over rows x n (out may alias g).
+    virtual void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) = 0;
+    // out[t] = sum_j w[t][j] * D[slot[t][j]] in rank order; with `shared` (in/out, [n][H]):
+    // out[t] = that + sigmoid(shared_gate[t]) * shared[t] (out may alias shared).
+    virtual void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H,
+                             const float* shared, const float* shared_gate, float* out) = 0;
+    // x[i] += y[i]
+    virtual void add(float* x, const float* y, size_t n) = 0;
 };
 
-class CpuBackend : public Backend {
-public:
-    explicit CpuBackend(int threads) : pool_(threads) {}
-    std::string name() const override { return "cpu"; }
-    int threads() const override { return pool_.size(); }
-    void matmul(const std::vector<MatJob>& jobs) override { matmul_jobs(pool_, jobs); }
-    void parallel_for(int n, const std::function<void(int)>& fn) override { pool_.parallel_for(n, fn); }
-
-private:
-    ThreadPool pool_;
-};
-
+// Backends join by registering a factory under a name (the CPU backend is always there).
+using BackendFactory = std::function<std::unique_ptr<Backend>(int threads)>;
+void register_backend(const std::string& name, BackendFactory f);
+std::vector<std::string> backend_names();
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
 
 }  // namespace strata

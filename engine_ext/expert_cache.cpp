@@ -23,15 +23,6 @@ uint8_t* alloc_slot(int64_t bytes) {
     return static_cast<uint8_t*>(p);
 }
 
-MatView mat(DType dt, const uint8_t* p, int rows, int cols) {
-    MatView m;
-    m.dtype = dt;
-    m.data = p;
-    m.rows = rows;
-    m.cols = cols;
-    return m;
-}
-
 }  // namespace
 
 StreamingExpertStore::StreamingExpertStore(PackGeometry geo, StreamOptions opt)
@@ -286,14 +277,13 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
     lk.unlock();
 
     const auto& g = pack_.geo();
-    const int64_t es = g.dtype == DType::BF16 ? 2 : 4;
-    const int64_t mat_bytes = int64_t(g.inter) * g.hidden * es;
+    const int64_t mat_bytes = int64_t(g.inter) * format_row_bytes(g.format, g.hidden);
     out.resize(experts.size());
     for (size_t k = 0; k < mine.size(); ++k) {
         const uint8_t* p = slots_[size_t(mine[k])]->buf;
-        out[k].gate = mat(g.dtype, p, g.inter, g.hidden);
-        out[k].up = mat(g.dtype, p + mat_bytes, g.inter, g.hidden);
-        out[k].down = mat(g.dtype, p + 2 * mat_bytes, g.hidden, g.inter);
+        out[k].gate = make_mat(p, g.format, g.inter, g.hidden);
+        out[k].up = make_mat(p + mat_bytes, g.format, g.inter, g.hidden);
+        out[k].down = make_mat(p + 2 * mat_bytes, g.format, g.hidden, g.inter);
     }
 }
 

@@ -4,19 +4,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "format.h"
 #include "telemetry.h"
 
 namespace strata {
-
-enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
-
-// A row-major weight matrix [rows x cols] in one of the supported storage types.
-struct MatView {
-    DType dtype = DType::F32;
-    const void* data = nullptr;
-    int rows = 0;
-    int cols = 0;
-};
 
 struct ExpertView {
     MatView gate;  // [moe_inter x hidden]

@@ -23,7 +23,7 @@ struct PackGeometry {
     int num_experts = 0;
     int hidden = 0;
     int inter = 0;
-    DType dtype = DType::BF16;    // BF16 or F32
+    WFormat format = WFormat::BF16;  // stored format of every expert matrix
     std::vector<int> layers;      // model layer index of each pack layer
     std::vector<uint32_t> crcs;   // [pack layer * num_experts + expert]
 };

@@ -27,20 +27,21 @@ namespace py = pybind11;
 
 namespace {
 
-strata::DType parse_dtype(const std::string& s) {
-    if (s == "bf16") return strata::DType::BF16;
-    if (s == "f32") return strata::DType::F32;
+strata::WFormat parse_dtype(const std::string& s) {
+    if (s == "bf16") return strata::WFormat::BF16;
+    if (s == "f32") return strata::WFormat::F32;
     throw strata::ModelError("expert dtype '" + s + "' is not supported (bf16 or f32)");
 }
 
 py::array copy_mat(const strata::MatView& m) {
-    if (m.dtype == strata::DType::BF16) {
+    if (m.format == strata::WFormat::BF16) {
         py::array_t<uint16_t> a({m.rows, m.cols});
-        std::memcpy(a.mutable_data(), m.data, size_t(m.rows) * m.cols * 2);
+        std::memcpy(a.mutable_data(), m.data, m.bytes());
         return std::move(a);
     }
+    if (m.format != strata::WFormat::F32) throw strata::ModelError(std::string("expert matrix in ") + strata::format_info(m.format).name + " cannot be copied out as an array");
     py::array_t<float> a({m.rows, m.cols});
-    std::memcpy(a.mutable_data(), m.data, size_t(m.rows) * m.cols * 4);
+    std::memcpy(a.mutable_data(), m.data, m.bytes());
     return std::move(a);
 }
 
@@ -200,7 +201,7 @@ void register_stream(py::module_& m) {
                  g.num_experts = num_experts;
                  g.hidden = hidden;
                  g.inter = inter;
-                 g.dtype = parse_dtype(dtype);
+                 g.format = parse_dtype(dtype);
                  g.layers = std::move(layers);
                  g.crcs.assign(crcs.data(), crcs.data() + crcs.size());
                  strata::StreamOptions o;

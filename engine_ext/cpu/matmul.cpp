@@ -1,11 +1,14 @@
-#include "kernels_cpu.h"
+#include "cpu/matmul.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
+
+#include "cpu/math.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -16,40 +19,6 @@
 #endif
 
 namespace strata {
-
-float bf16_to_f32(uint16_t v) {
-    uint32_t u = uint32_t(v) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = uint32_t(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ff;
-    uint32_t u;
-    if (exp == 0) {
-        if (mant == 0) {
-            u = sign;
-        } else {  // subnormal
-            int e = -1;
-            do {
-                ++e;
-                mant <<= 1;
-            } while ((mant & 0x400) == 0);
-            mant &= 0x3ff;
-            u = sign | (uint32_t(127 - 15 - e) << 23) | (mant << 13);
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | (mant << 13);
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-    }
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
 
 #ifdef STRATA_AVX512
 
@@ -323,17 +292,53 @@ float dot_f32(const float* a, const float* b, int n) { return dot_one(a, b, n); 
 
 #endif
 
+namespace {
+
+template <typename WT>
+void matmul_range_fmt(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy,
+                      int r0, int r1) {
+    int ldw = int(W.row_bytes / sizeof(WT));
+    matmul_range_t(X, T, ldx, static_cast<const WT*>(W.data), ldw, W.cols, bias, Y, ldy, r0, r1);
+}
+
+void row_f32(const MatView& W, int row, float* out) {
+    std::memcpy(out, W.row(row), sizeof(float) * W.cols);
+}
+void row_bf16(const MatView& W, int row, float* out) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(W.row(row));
+    for (int i = 0; i < W.cols; ++i) out[i] = bf16_to_f32(p[i]);
+}
+void row_f16(const MatView& W, int row, float* out) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(W.row(row));
+    for (int i = 0; i < W.cols; ++i) out[i] = f16_to_f32(p[i]);
+}
+
+struct FormatTable {
+    CpuFormatKernels k[kFormatCount];
+    FormatTable() {
+        k[int(WFormat::F32)] = {matmul_range_fmt<float>, row_f32};
+        k[int(WFormat::BF16)] = {matmul_range_fmt<uint16_t>, row_bf16};
+        k[int(WFormat::F16)] = {nullptr, row_f16};  // matrices are converted to f32 at load
+    }
+};
+FormatTable& table() {
+    static FormatTable t;
+    return t;
+}
+
+}  // namespace
+
+void register_cpu_format(WFormat f, const CpuFormatKernels& k) { table().k[int(f)] = k; }
+const CpuFormatKernels& cpu_format_kernels(WFormat f) { return table().k[int(f)]; }
+
 void matmul_range(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y,
                   int ldy, int r0, int r1) {
     if (T <= 0 || r1 <= r0) return;
-    if (W.dtype == DType::F32)
-        matmul_range_t(X, T, ldx, static_cast<const float*>(W.data), W.cols, W.cols, bias, Y, ldy,
-                       r0, r1);
-    else if (W.dtype == DType::BF16)
-        matmul_range_t(X, T, ldx, static_cast<const uint16_t*>(W.data), W.cols, W.cols, bias, Y,
-                       ldy, r0, r1);
-    else
-        throw std::runtime_error("matmul: f16 weights must be converted at load");
+    auto fn = cpu_format_kernels(W.format).matmul_range;
+    if (!fn)
+        throw std::runtime_error(std::string("matmul: the cpu backend has no kernel for ") +
+                                 format_info(W.format).name + " weights");
+    fn(X, T, ldx, W, bias, Y, ldy, r0, r1);
 }
 
 void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
@@ -401,23 +406,5 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
     }
 }
 
-void row_to_f32(const MatView& W, int row, float* out) {
-    if (W.dtype == DType::F32) {
-        std::memcpy(out, static_cast<const float*>(W.data) + size_t(row) * W.cols, sizeof(float) * W.cols);
-    } else if (W.dtype == DType::BF16) {
-        const uint16_t* p = static_cast<const uint16_t*>(W.data) + size_t(row) * W.cols;
-        for (int i = 0; i < W.cols; ++i) out[i] = bf16_to_f32(p[i]);
-    } else {
-        const uint16_t* p = static_cast<const uint16_t*>(W.data) + size_t(row) * W.cols;
-        for (int i = 0; i < W.cols; ++i) out[i] = f16_to_f32(p[i]);
-    }
-}
-
-void rmsnorm_row(const float* x, const float* w, float eps, int n, float* out) {
-    double ss = 0;
-    for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
-    float inv = 1.0f / std::sqrt(float(ss / n) + eps);
-    for (int i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
-}
 
 }  // namespace strata

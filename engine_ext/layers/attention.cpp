@@ -1,0 +1,92 @@
+#include "layers/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace strata {
+
+AttentionLayer::AttentionLayer(const LayerEnv& env, WeightLoader& w, int l, const std::vector<float>& inv_freq)
+    : env_(env), inv_freq_(inv_freq) {
+    const ModelSpec& s = env.spec;
+    int qrows = s.n_heads * s.head_dim * (s.attn_gated ? 2 : 1);
+    q_ = w.linear(layer_name(l, "self_attn.q_proj"), qrows, s.hidden, s.attn_bias);
+    k_ = w.linear(layer_name(l, "self_attn.k_proj"), s.n_kv * s.head_dim, s.hidden, s.attn_bias);
+    v_ = w.linear(layer_name(l, "self_attn.v_proj"), s.n_kv * s.head_dim, s.hidden, s.attn_bias);
+    o_ = w.linear(layer_name(l, "self_attn.o_proj"), s.hidden, s.n_heads * s.head_dim, s.attn_bias);
+    qn_ = w.norm(layer_name(l, "self_attn.q_norm.weight"), s.head_dim);
+    kn_ = w.norm(layer_name(l, "self_attn.k_norm.weight"), s.head_dim);
+}
+
+void AttentionLayer::ensure_cells(int64_t need) {
+    if (need <= cells_) return;
+    int64_t cap = std::max<int64_t>(need, std::min<int64_t>(env_.ctx, std::max<int64_t>(256, cells_ * 2)));
+    size_t w = size_t(env_.spec.n_kv) * env_.spec.head_dim;
+    kc_.resize(size_t(cap) * w);
+    vc_.resize(size_t(cap) * w);
+    cells_ = cap;
+}
+
+void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float* out) {
+    const ModelSpec& s = env_.spec;
+    Backend& be = env_.be;
+    const int hd = s.head_dim, nh = s.n_heads, nkv = s.n_kv;
+    const int qw = nh * hd * (s.attn_gated ? 2 : 1), kw = nkv * hd;
+    const int W = qw + 2 * kw;
+    std::vector<float> P(size_t(n) * W);
+    be.matmul({{h, n, s.hidden, q_.w, q_.b(), P.data(), W},
+               {h, n, s.hidden, k_.w, k_.b(), P.data() + qw, W},
+               {h, n, s.hidden, v_.w, v_.b(), P.data() + qw + kw, W}});
+    ensure_cells(p0 + n);
+    const int half = s.rot_dim / 2;
+    const int qstride = s.attn_gated ? 2 * hd : hd;  // gated q_proj: [q_h | gate_h] per head
+    std::vector<float> Q(size_t(n) * nh * hd), G(s.attn_gated ? size_t(n) * nh * hd : 0);
+    be.rmsnorm({P.data(), W, qstride}, {Q.data(), nh * hd, hd}, n, nh, hd, qn_.data(), s.eps);
+    be.rotary({Q.data(), nh * hd, hd}, n, nh, p0, inv_freq_.data(), half);
+    if (s.attn_gated)
+        for (int t = 0; t < n; ++t)
+            for (int hh = 0; hh < nh; ++hh)
+                std::memcpy(G.data() + (size_t(t) * nh + hh) * hd, P.data() + size_t(t) * W + size_t(hh) * 2 * hd + hd,
+                            sizeof(float) * hd);
+    float* kc = kc_.data() + size_t(p0) * kw;
+    be.rmsnorm({P.data() + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps);
+    be.rotary({kc, kw, hd}, n, nkv, p0, inv_freq_.data(), half);
+    for (int t = 0; t < n; ++t)
+        std::memcpy(vc_.data() + size_t(p0 + t) * kw, P.data() + size_t(t) * W + qw + kw, sizeof(float) * kw);
+    std::vector<float> O(size_t(n) * nh * hd);
+    AttentionArgs a;
+    a.q = Q.data();
+    a.gate = s.attn_gated ? G.data() : nullptr;
+    a.k_cells = kc_.data();
+    a.v_cells = vc_.data();
+    a.n = n;
+    a.n_heads = nh;
+    a.n_kv = nkv;
+    a.head_dim = hd;
+    a.p0 = p0;
+    a.scale = 1.0f / std::sqrt(float(hd));
+    a.out = O.data();
+    be.attention(a);
+    be.matmul({{O.data(), n, nh * hd, o_.w, o_.b(), out, s.hidden}});
+}
+
+size_t AttentionLayer::state_bytes(int64_t pos) const {
+    return size_t(pos) * size_t(env_.spec.n_kv) * env_.spec.head_dim * 2 * sizeof(float);
+}
+
+void AttentionLayer::save(StateWriter& w, int64_t pos) const {
+    if (pos <= 0) return;
+    size_t kw = size_t(env_.spec.n_kv) * env_.spec.head_dim;
+    w.floats(kc_.data(), size_t(pos) * kw);
+    w.floats(vc_.data(), size_t(pos) * kw);
+}
+
+void AttentionLayer::load(StateReader& r, int64_t pos) {
+    if (pos <= 0) return;
+    ensure_cells(pos);
+    size_t kw = size_t(env_.spec.n_kv) * env_.spec.head_dim;
+    r.floats(kc_.data(), size_t(pos) * kw);
+    r.floats(vc_.data(), size_t(pos) * kw);
+}
+
+}  // namespace strata

@@ -1,0 +1,243 @@
+#include "layers/gdn.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "window_model.h"
+
+namespace strata {
+
+GdnLayer::GdnLayer(const LayerEnv& env, WeightLoader& w, int l, bool lazy_fold) : env_(env), lazy_(lazy_fold) {
+    const ModelSpec& s = env.spec;
+    key_dim_ = s.lin_nk * s.lin_dk;
+    value_dim_ = s.lin_nv * s.lin_dv;
+    conv_dim_ = 2 * key_dim_ + value_dim_;
+    if (s.lin_nk <= 0 || s.lin_nv % s.lin_nk != 0)
+        throw ModelError("linear_num_value_heads must be a multiple of linear_num_key_heads");
+    if (s.lin_dv > 512 || s.lin_dk <= 0 || s.lin_dv <= 0 || s.conv_k < 1)
+        throw ModelError("unsupported linear attention head size");
+    const int nv = s.lin_nv, r = s.lin_nv / s.lin_nk;
+    if (s.gdn_fused) {
+        qkvz_ = w.linear(layer_name(l, "linear_attn.in_proj_qkvz"), 2 * key_dim_ + 2 * value_dim_, s.hidden, false);
+        ba_ = w.linear(layer_name(l, "linear_attn.in_proj_ba"), 2 * nv, s.hidden, false);
+        // the fused projections interleave per key-head group: [q_g k_g v_g z_g] and [b_g a_g]
+        int W = 2 * key_dim_ + 2 * value_dim_;
+        perm_.resize(W + 2 * nv);
+        int gw = 2 * s.lin_dk + 2 * r * s.lin_dv;
+        for (int g = 0; g < s.lin_nk; ++g) {
+            for (int i = 0; i < s.lin_dk; ++i) {
+                perm_[g * s.lin_dk + i] = g * gw + i;
+                perm_[key_dim_ + g * s.lin_dk + i] = g * gw + s.lin_dk + i;
+            }
+            for (int j = 0; j < r * s.lin_dv; ++j) {
+                perm_[2 * key_dim_ + g * r * s.lin_dv + j] = g * gw + 2 * s.lin_dk + j;
+                perm_[2 * key_dim_ + value_dim_ + g * r * s.lin_dv + j] = g * gw + 2 * s.lin_dk + r * s.lin_dv + j;
+            }
+            for (int i = 0; i < r; ++i) {
+                perm_[W + g * r + i] = W + g * 2 * r + i;
+                perm_[W + nv + g * r + i] = W + g * 2 * r + r + i;
+            }
+        }
+    } else {
+        qkv_ = w.linear(layer_name(l, "linear_attn.in_proj_qkv"), conv_dim_, s.hidden, false);
+        z_ = w.linear(layer_name(l, "linear_attn.in_proj_z"), value_dim_, s.hidden, false);
+        b_ = w.linear(layer_name(l, "linear_attn.in_proj_b"), nv, s.hidden, false);
+        a_ = w.linear(layer_name(l, "linear_attn.in_proj_a"), nv, s.hidden, false);
+    }
+    out_ = w.linear(layer_name(l, "linear_attn.out_proj"), s.hidden, value_dim_, false);
+    conv_w_ = w.vec(layer_name(l, "linear_attn.conv1d.weight"), int64_t(conv_dim_) * s.conv_k);
+    std::vector<float> alog = w.vec(layer_name(l, "linear_attn.A_log"), nv);
+    A_.resize(nv);
+    for (int h = 0; h < nv; ++h) A_[h] = -std::exp(alog[h]);
+    dt_bias_ = w.vec(layer_name(l, "linear_attn.dt_bias"), nv);
+    norm_w_ = w.vec(layer_name(l, "linear_attn.norm.weight"), s.lin_dv);
+    S_.assign(size_t(nv) * s.lin_dk * s.lin_dv, 0.f);
+    hist_.assign(size_t(s.conv_k - 1) * conv_dim_, 0.f);
+    S_scr_.assign(S_.size(), 0.f);
+    hist_scr_.assign(hist_.size(), 0.f);
+}
+
+void GdnLayer::begin_window(int T, bool keep_rows) {
+    T_ = T;
+    keep_rows_ = keep_rows;
+    if (!keep_rows) return;
+    const int nv = env_.spec.lin_nv;
+    pre_.resize(size_t(T) * conv_dim_);
+    qs_.resize(size_t(T) * key_dim_);
+    ks_.resize(size_t(T) * key_dim_);
+    vs_.resize(size_t(T) * value_dim_);
+    dec_.resize(size_t(T) * nv);
+    beta_.resize(size_t(T) * nv);
+}
+
+void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) {
+    const bool first = row0 == 0;
+    const ModelSpec& s = env_.spec;
+    Backend& be = env_.be;
+    const int nk = s.lin_nk, nv = s.lin_nv, dk = s.lin_dk, dv = s.lin_dv, K = s.conv_k;
+    const int W = 2 * key_dim_ + 2 * value_dim_ + 2 * nv;  // canonical [q k v z b a]
+    std::vector<float> P(size_t(n) * W);
+    if (s.gdn_fused) {
+        std::vector<float> raw(size_t(n) * W);
+        int W1 = 2 * key_dim_ + 2 * value_dim_;
+        be.matmul({{h, n, s.hidden, qkvz_.w, nullptr, raw.data(), W}, {h, n, s.hidden, ba_.w, nullptr, raw.data() + W1, W}});
+        for (int t = 0; t < n; ++t) {
+            const float* src = raw.data() + size_t(t) * W;
+            float* dst = P.data() + size_t(t) * W;
+            for (int c = 0; c < W; ++c) dst[c] = src[perm_[c]];
+        }
+    } else {
+        be.matmul({{h, n, s.hidden, qkv_.w, nullptr, P.data(), W},
+                   {h, n, s.hidden, z_.w, nullptr, P.data() + conv_dim_, W},
+                   {h, n, s.hidden, b_.w, nullptr, P.data() + conv_dim_ + value_dim_, W},
+                   {h, n, s.hidden, a_.w, nullptr, P.data() + conv_dim_ + value_dim_ + nv, W}});
+    }
+    const std::vector<float>& hist = first ? hist_ : hist_scr_;
+    std::vector<float> C(size_t(n) * conv_dim_);
+    ConvArgs ca;
+    ca.x = P.data();
+    ca.ldx = W;
+    ca.hist = hist.data();
+    ca.w = conv_w_.data();
+    ca.n = n;
+    ca.channels = conv_dim_;
+    ca.K = K;
+    ca.out = C.data();
+    be.causal_conv(ca);
+    if (keep_rows_)
+        for (int t = 0; t < n; ++t)
+            std::memcpy(pre_.data() + size_t(row0 + t) * conv_dim_, P.data() + size_t(t) * W, sizeof(float) * conv_dim_);
+    // advance the scratch history over these rows
+    {
+        std::vector<float> all(size_t(K - 1 + n) * conv_dim_);
+        std::memcpy(all.data(), hist.data(), sizeof(float) * hist.size());
+        for (int t = 0; t < n; ++t)
+            std::memcpy(all.data() + size_t(K - 1 + t) * conv_dim_, P.data() + size_t(t) * W, sizeof(float) * conv_dim_);
+        std::memcpy(hist_scr_.data(), all.data() + size_t(n) * conv_dim_, sizeof(float) * hist_scr_.size());
+    }
+    // step inputs: straight into the kept per-row buffers when the window keeps them
+    std::vector<float> qs, ks, vs, dec, bet;
+    float *q, *k, *v, *de, *be_;
+    if (keep_rows_) {
+        q = qs_.data() + size_t(row0) * key_dim_;
+        k = ks_.data() + size_t(row0) * key_dim_;
+        v = vs_.data() + size_t(row0) * value_dim_;
+        de = dec_.data() + size_t(row0) * nv;
+        be_ = beta_.data() + size_t(row0) * nv;
+    } else {
+        qs.resize(size_t(n) * key_dim_);
+        ks.resize(size_t(n) * key_dim_);
+        vs.resize(size_t(n) * value_dim_);
+        dec.resize(size_t(n) * nv);
+        bet.resize(size_t(n) * nv);
+        q = qs.data();
+        k = ks.data();
+        v = vs.data();
+        de = dec.data();
+        be_ = bet.data();
+    }
+    GdnInputsArgs gi;
+    gi.conv = C.data();
+    gi.b = P.data() + conv_dim_ + value_dim_;
+    gi.a = gi.b + nv;
+    gi.ld_ba = W;
+    gi.A = A_.data();
+    gi.dt_bias = dt_bias_.data();
+    gi.n = n;
+    gi.n_k = nk;
+    gi.n_v = nv;
+    gi.d_k = dk;
+    gi.d_v = dv;
+    gi.q = q;
+    gi.k = k;
+    gi.v = v;
+    gi.decay = de;
+    gi.beta = be_;
+    be.gdn_inputs(gi);
+    std::vector<float> O(size_t(n) * value_dim_);
+    GdnStepArgs st;
+    st.S0 = first ? S_.data() : S_scr_.data();
+    st.S = S_scr_.data();
+    st.q = q;
+    st.k = k;
+    st.v = v;
+    st.decay = de;
+    st.beta = be_;
+    st.n = n;
+    st.n_k = nk;
+    st.n_v = nv;
+    st.d_k = dk;
+    st.d_v = dv;
+    st.out = O.data();
+    be.gdn_step(st);
+    be.gated_rmsnorm({O.data(), value_dim_, dv}, {P.data() + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
+    be.matmul({{O.data(), n, value_dim_, out_.w, nullptr, out, s.hidden}});
+}
+
+void GdnLayer::fold(int keep) {
+    const ModelSpec& s = env_.spec;
+    GdnStepArgs st;
+    st.S0 = S_.data();
+    st.S = S_.data();
+    st.q = qs_.data();
+    st.k = ks_.data();
+    st.v = vs_.data();
+    st.decay = dec_.data();
+    st.beta = beta_.data();
+    st.n = keep;
+    st.n_k = s.lin_nk;
+    st.n_v = s.lin_nv;
+    st.d_k = s.lin_dk;
+    st.d_v = s.lin_dv;
+    st.out = nullptr;
+    env_.be.gdn_step(st);
+    const int K = s.conv_k;
+    std::vector<float> all(size_t(K - 1 + keep) * conv_dim_);
+    std::memcpy(all.data(), hist_.data(), sizeof(float) * hist_.size());
+    std::memcpy(all.data() + hist_.size(), pre_.data(), sizeof(float) * size_t(keep) * conv_dim_);
+    std::memcpy(hist_.data(), all.data() + size_t(keep) * conv_dim_, sizeof(float) * hist_.size());
+}
+
+bool GdnLayer::commit(int keep) {
+    if (keep == T_) {
+        std::swap(S_, S_scr_);
+        std::swap(hist_, hist_scr_);
+        return false;
+    }
+    if (!keep_rows_) throw WindowError("commit: this window kept no per-row GDN inputs (internal error)");
+    if (lazy_) {
+        pending_ = keep;
+        return false;
+    }
+    fold(keep);
+    return true;
+}
+
+bool GdnLayer::flush() {
+    if (pending_ <= 0) return false;
+    int k = pending_;
+    pending_ = 0;
+    fold(k);
+    return true;
+}
+
+size_t GdnLayer::state_bytes(int64_t) const { return (S_.size() + hist_.size()) * sizeof(float); }
+
+void GdnLayer::save(StateWriter& w, int64_t) const {
+    w.floats(S_.data(), S_.size());
+    w.floats(hist_.data(), hist_.size());
+}
+
+void GdnLayer::load(StateReader& r, int64_t) {
+    r.floats(S_.data(), S_.size());
+    r.floats(hist_.data(), hist_.size());
+    pending_ = 0;
+}
+
+void GdnLayer::reset() {
+    std::fill(S_.begin(), S_.end(), 0.f);
+    std::fill(hist_.begin(), hist_.end(), 0.f);
+    pending_ = 0;
+}
+
+}  // namespace strata

@@ -1,0 +1,43 @@
+// The feed-forward block: a dense SwiGLU MLP, or a sparse MoE (softmax router, top-k, SwiGLU
+// experts reached through the ExpertStore, optional shared expert with a sigmoid gate).
+// Stateless across windows.
+#pragma once
+#include <vector>
+
+#include "expert_store.h"
+#include "layers/layer.h"
+#include "routing_moce.h"
+#include "telemetry.h"
+#include "weights.h"
+
+namespace strata {
+
+// What one window's MoE blocks share with the engine.
+struct MoeWindow {
+    ExpertStore* store = nullptr;
+    const RoutingOptions* routing = nullptr;
+    bool has_drafts = false;          // rows 1.. are drafts (decode-size window)
+    WindowTelemetry* tele = nullptr;  // approximate flag
+    std::vector<std::vector<int>>* union_per_moe = nullptr;  // experts used, per MoE layer
+};
+
+class FfnBlock {
+public:
+    FfnBlock(const LayerEnv& env, WeightLoader& w, int layer, int moe_index);
+    // Read-ahead target: the next MoE block of the model (null for the last one).
+    void set_next_moe(const FfnBlock* next) { next_ = next; }
+    bool moe() const { return moe_index_ >= 0; }
+    void run(const float* h, int n, float* out, MoeWindow& win);
+
+private:
+    void dense(const float* h, int n, float* out);
+    LayerEnv env_;
+    int layer_;
+    int moe_index_;     // index among MoE layers, -1: dense MLP
+    Linear gate_, up_, down_;  // dense MLP or shared expert
+    bool has_shared_ = false;
+    Linear router_, shared_gate_;
+    const FfnBlock* next_ = nullptr;
+};
+
+}  // namespace strata
