@@ -1,5 +1,5 @@
 // Causal depthwise conv (kernel Kc) with SiLU over a window, per channel, reading the last
-// Kc-1 committed inputs from `hist`. hist advances over the first `commit_rows` rows only
+// Kc-1 committed inputs from `hist` ([Kc-1][C], oldest first). hist advances over the first `commit_rows` rows only
 // (0 = leave it), so rejected rows leave no trace. One thread per channel, taps in order.
 struct Params {
     T: u32,
@@ -19,7 +19,7 @@ const MAX_H: u32 = 8u;  // Kc - 1 at most (checked on the host)
 // Input i of the sequence hist ++ x, with i counted from the start of hist.
 fn input_at(c: u32, i: u32) -> f32 {
     let hl = p.Kc - 1u;
-    if (i < hl) { return hist[c * hl + i]; }
+    if (i < hl) { return hist[i * p.C + c]; }
     return x[(i - hl) * p.C + c];
 }
 
@@ -35,7 +35,7 @@ fn causal_conv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
         if (p.commit_rows > 0u) {
             var next: array<f32, MAX_H>;
             for (var j = 0u; j < hl; j++) { next[j] = input_at(c, p.commit_rows + j); }
-            for (var j = 0u; j < hl; j++) { hist[c * hl + j] = next[j]; }
+            for (var j = 0u; j < hl; j++) { hist[j * p.C + c] = next[j]; }
         }
     }
 }

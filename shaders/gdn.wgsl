@@ -64,3 +64,36 @@ fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
         }
     }
 }
+
+// The engine's step: q (already L2-normalised and scaled) and k (normalised) come from
+// gdn_inputs, `decay` is exp(g). Row 0 reads S0, every row updates S (state after all rows).
+// Same per-column order as gdn_window.
+@group(0) @binding(8) var<storage, read> s0: array<f32>;
+
+@compute @workgroup_size({{WG}})
+fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let kh = h / (p.Hv / p.Hk);
+    let sbase = h * DK * p.Dv;
+    for (var col = lid3.x; col < p.Dv; col += WG) {
+        var s: array<f32, DK>;
+        for (var i = 0u; i < DK; i++) { s[i] = s0[sbase + i * p.Dv + col]; }
+        for (var t = 0u; t < p.T; t++) {
+            let kb = (t * p.Hk + kh) * DK;
+            let decay = g[t * p.Hv + h];
+            var kv = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] * decay;
+                kv = kv + s[i] * k[kb + i];
+            }
+            let delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h];
+            var o = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] + k[kb + i] * delta;
+                o = o + s[i] * q[kb + i];
+            }
+            out[(t * p.Hv + h) * p.Dv + col] = o;
+        }
+        for (var i = 0u; i < DK; i++) { state[sbase + i * p.Dv + col] = s[i]; }
+    }
+}

@@ -61,7 +61,7 @@ fn router_topk(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
         var bv = 0.0;
         var bi = NONE;
         for (var e = lid; e < p.E; e += WG) {
-            let v = logits[base + e];
+            let v = exp(logits[base + e] - m) / total;  // ranked by probability, like the reference
             if (taken[e] == 0u && beats(v, e, bv, bi)) { bv = v; bi = e; }
         }
         red_v[lid] = bv;
@@ -75,7 +75,7 @@ fn router_topk(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
         }
         workgroupBarrier();
         let e = red_i[0];
-        let prob = exp(red_v[0] - m) / total;
+        let prob = red_v[0];
         chosen_sum = chosen_sum + prob;
         if (lid == 0u) {
             ids[t * p.k + j] = e;

@@ -364,12 +364,12 @@ def test_causal_conv_matches_transformers(gpu):
     T, C, K = 6, 96, 4
     x = rng.standard_normal((T, C)).astype(np.float32)
     w = rng.standard_normal((C, K)).astype(np.float32) * 0.5
-    hist = rng.standard_normal((C, K - 1)).astype(np.float32)
+    hist = rng.standard_normal((K - 1, C)).astype(np.float32)  # oldest input first, like the engine
     y, new_hist = gpu.causal_conv(x, w, hist, T)
-    conv_state = torch.from_numpy(hist.copy())[None]
+    conv_state = torch.from_numpy(hist.T.copy())[None]  # transformers keeps (C, K-1)
     ref = causal_conv1d_update(torch.from_numpy(x.T.copy())[None], conv_state, torch.from_numpy(w), None, "silu")
     assert np.max(np.abs(y - ref[0].numpy().T)) < CONV_ABS
-    np.testing.assert_array_equal(new_hist, conv_state[0].numpy())
+    np.testing.assert_array_equal(new_hist, conv_state[0].numpy().T)
 
 
 def test_causal_conv_history_advances_over_committed_rows_only(gpu):
@@ -377,7 +377,7 @@ def test_causal_conv_history_advances_over_committed_rows_only(gpu):
     T, C, K = 5, 40, 4
     x = rng.standard_normal((T, C)).astype(np.float32)
     w = rng.standard_normal((C, K)).astype(np.float32)
-    hist = rng.standard_normal((C, K - 1)).astype(np.float32)
+    hist = rng.standard_normal((K - 1, C)).astype(np.float32)
     window, same = gpu.causal_conv(x, w, hist, 0)
     np.testing.assert_array_equal(same, hist)
     h = hist

@@ -69,6 +69,20 @@ def open_device(adapter: str = "auto", max_chunk_bytes: int = 0):
         raise StrataError(str(exc)) from None
 
 
+def backend_adapter() -> str:
+    """The adapter `--backend webgpu` opens: STRATA_WEBGPU_ADAPTER, else any (the user asked for
+    WebGPU explicitly, so a software adapter is acceptable there; `--backend auto` is not)."""
+    choice = os.environ.get("STRATA_WEBGPU_ADAPTER", "any")
+    if choice not in ADAPTER_CHOICES:
+        raise StrataError(f"STRATA_WEBGPU_ADAPTER={choice!r}: use one of {', '.join(ADAPTER_CHOICES)}")
+    return choice
+
+
+def backend_config() -> tuple[str, str, str]:
+    """(library, shader folder, adapter choice) for the engine's webgpu backend factory."""
+    return str(library_path()), str(shader_dir()), backend_adapter()
+
+
 def describe(adapter: str = "auto") -> dict:
     """Adapter, driver and limits of the device `adapter` would open (for `strata info`)."""
     return open_device(adapter).info()

@@ -122,22 +122,24 @@ void Kernels::embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const Gpu
                         : table.format == WeightFormat::F16 ? "embedding_f16" : "embedding_bf16";
     const Pipeline& pl = pipeline("embedding.wgsl", entry);
     for (auto& c : table.chunks) {
-        struct { uint32_t T, D, row_words, row0, rows; } p{T, table.cols, table.row_words, c.row0, c.rows};
+        struct { uint32_t T, D, row_words, row0, rows, ld_out; } p{T, table.cols, table.row_words, c.row0, c.rows, table.cols};
         r.dispatch(pl, &p, sizeof p, {ids, c.buffer, y}, stride_groups(uint64_t(T) * table.cols));
     }
 }
 
 void Kernels::elementwise(Recorder& r, const std::string& op, const BufferPtr& a, const BufferPtr& b,
-                          const BufferPtr& y, uint32_t n, float s) {
-    static const char* binary[] = {"add", "add_scaled", "swiglu", "sigmoid_mul"};
+                          const BufferPtr& y, uint32_t n, float s, uint32_t bias_len) {
+    static const char* binary[] = {"add", "add_scaled", "swiglu", "sigmoid_mul", "bias_add"};
     static const char* unary[] = {"scale", "silu"};
     bool is_binary = std::find(std::begin(binary), std::end(binary), op) != std::end(binary);
     bool is_unary = std::find(std::begin(unary), std::end(unary), op) != std::end(unary);
     check(is_binary || is_unary, "elementwise", "unknown op '" + op + "'");
     need(a, n, op.c_str(), "a");
-    if (is_binary) need(b, n, op.c_str(), "b");
+    uint32_t m = op == "bias_add" ? bias_len : n;
+    check(op != "bias_add" || (m > 0 && n % m == 0), "bias_add", "bias length must divide n");
+    if (is_binary) need(b, m, op.c_str(), "b");
     need(y, n, op.c_str(), "y");
-    struct { uint32_t n; float s; } p{n, s};
+    struct { uint32_t n; float s; uint32_t m; } p{n, s, m};
     std::string entry = op == "silu" ? "silu_op" : op;
     r.dispatch(pipeline("elementwise.wgsl", entry), &p, sizeof p, {a, is_binary ? b : nullptr, y}, stride_groups(n));
 }
@@ -207,6 +209,71 @@ void Kernels::causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, c
     need(y, uint64_t(T) * C, "causal_conv", "y");
     struct { uint32_t T, C, Kc, commit; } p{T, C, Kc, commit_rows};
     r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
+}
+
+void Kernels::gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_t src_rows, const BufferPtr& ids,
+                     uint32_t n, uint32_t cols, const BufferPtr& y, uint32_t ld_out) {
+    check(cols <= ld_src && cols <= ld_out, "gather", "cols wider than a row");
+    need(src, uint64_t(src_rows) * ld_src, "gather", "src");
+    need(ids, n, "gather", "ids");
+    need(y, uint64_t(n) * ld_out, "gather", "dst");
+    struct { uint32_t T, D, row_words, row0, rows, ld_out; } p{n, cols, ld_src, 0, src_rows, ld_out};
+    r.dispatch(pipeline("embedding.wgsl", "gather_f32"), &p, sizeof p, {ids, src, y}, stride_groups(uint64_t(n) * cols));
+}
+
+void Kernels::gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b, const BufferPtr& a, uint32_t ld_ba,
+                         const BufferPtr& A, const BufferPtr& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv,
+                         uint32_t Dk, uint32_t Dv, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v,
+                         const BufferPtr& decay, const BufferPtr& beta) {
+    uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
+    check(ld_ba >= Hv, "gdn_inputs", "b/a row stride below the value heads");
+    need(conv, T * conv_dim, "gdn_inputs", "conv");
+    need(b, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "b");
+    need(a, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "a");
+    need(A, Hv, "gdn_inputs", "A");
+    need(dt_bias, Hv, "gdn_inputs", "dt_bias");
+    need(q, uint64_t(T) * Hk * Dk, "gdn_inputs", "q");
+    need(k, uint64_t(T) * Hk * Dk, "gdn_inputs", "k");
+    need(v, uint64_t(T) * Hv * Dv, "gdn_inputs", "v");
+    need(decay, uint64_t(T) * Hv, "gdn_inputs", "decay");
+    need(beta, uint64_t(T) * Hv, "gdn_inputs", "beta");
+    struct { uint32_t T, Hk, Hv, Dk, Dv, ld_ba; } p{T, Hk, Hv, Dk, Dv, ld_ba};
+    r.dispatch(pipeline("gdn_inputs.wgsl", "gdn_inputs"), &p, sizeof p, {conv, b, a, A, dt_bias, q, k, v, decay, beta},
+               stride_groups(uint64_t(T) * Hv * Dv));
+}
+
+void Kernels::gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, const BufferPtr& q, const BufferPtr& k,
+                       const BufferPtr& v, const BufferPtr& decay, const BufferPtr& beta, const BufferPtr& out,
+                       uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv) {
+    check(Hk > 0 && Hv % Hk == 0, "gdn_step", "value heads must be a multiple of key heads");
+    check(Dk > 0 && Dk <= 256, "gdn_step", "key head dim " + std::to_string(Dk) + " outside 1..256");
+    need(S0, uint64_t(Hv) * Dk * Dv, "gdn_step", "S0");
+    need(S, uint64_t(Hv) * Dk * Dv, "gdn_step", "S");
+    need(q, uint64_t(T) * Hk * Dk, "gdn_step", "q");
+    need(k, uint64_t(T) * Hk * Dk, "gdn_step", "k");
+    need(v, uint64_t(T) * Hv * Dv, "gdn_step", "v");
+    need(decay, uint64_t(T) * Hv, "gdn_step", "decay");
+    need(beta, uint64_t(T) * Hv, "gdn_step", "beta");
+    need(out, uint64_t(T) * Hv * Dv, "gdn_step", "out");
+    struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, T, 1.0f, 0.0f};
+    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
+               {q, k, v, decay, beta, S, out, S0}, Hv);
+}
+
+void Kernels::moe_combine(Recorder& r, const BufferPtr& D, uint32_t d_rows, const BufferPtr& slot, const BufferPtr& w,
+                          uint32_t T, uint32_t k, uint32_t H, const BufferPtr& shared, const BufferPtr& shared_gate,
+                          const BufferPtr& out) {
+    need(D, uint64_t(d_rows) * H, "moe_combine", "D");
+    need(slot, uint64_t(T) * k, "moe_combine", "slot");
+    need(w, uint64_t(T) * k, "moe_combine", "w");
+    need(out, uint64_t(T) * H, "moe_combine", "out");
+    if (shared) {
+        need(shared, uint64_t(T) * H, "moe_combine", "shared");
+        need(shared_gate, T, "moe_combine", "shared_gate");
+    }
+    struct { uint32_t T, k, H, has_shared; } p{T, k, H, shared ? 1u : 0u};
+    r.dispatch(pipeline("moe.wgsl", "moe_combine"), &p, sizeof p,
+               {D, slot, w, shared ? shared : D, shared ? shared_gate : w, out}, stride_groups(uint64_t(T) * H));
 }
 
 }  // namespace strata::webgpu

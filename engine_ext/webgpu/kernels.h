@@ -49,9 +49,13 @@ public:
     void rotary(Recorder& r, const BufferPtr& x, const BufferPtr& cos_sin, uint32_t T, uint32_t heads,
                 uint32_t D, uint32_t rot_dim);
     void embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const GpuMatrix& table, const BufferPtr& y);
-    // op: add, add_scaled, scale, silu, swiglu, sigmoid_mul (b unused by scale and silu)
+    // op: add, add_scaled, scale, silu, swiglu, sigmoid_mul, bias_add (b of bias_len floats,
+    // repeated over the rows of a); b unused by scale and silu
     void elementwise(Recorder& r, const std::string& op, const BufferPtr& a, const BufferPtr& b,
-                     const BufferPtr& y, uint32_t n, float s = 0.0f);
+                     const BufferPtr& y, uint32_t n, float s = 0.0f, uint32_t bias_len = 0);
+    // y row t (stride ld_out) = the first `cols` floats of src row ids[t] (stride ld_src)
+    void gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_t src_rows, const BufferPtr& ids,
+                uint32_t n, uint32_t cols, const BufferPtr& y, uint32_t ld_out);
     void router_topk(Recorder& r, const BufferPtr& logits, const BufferPtr& ids, const BufferPtr& weights,
                      uint32_t T, uint32_t E, uint32_t k, bool renormalize);
     void kv_write(Recorder& r, const BufferPtr& k, const BufferPtr& v, const BufferPtr& k_cache,
@@ -63,6 +67,19 @@ public:
     void gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& g,
                     const BufferPtr& beta, const BufferPtr& state, const BufferPtr& out, uint32_t T,
                     uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale);
+    // The engine's GDN split: inputs from the conv output, then the step from S0 into S.
+    void gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b, const BufferPtr& a, uint32_t ld_ba,
+                    const BufferPtr& A, const BufferPtr& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk,
+                    uint32_t Dv, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& decay,
+                    const BufferPtr& beta);
+    void gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, const BufferPtr& q, const BufferPtr& k,
+                  const BufferPtr& v, const BufferPtr& decay, const BufferPtr& beta, const BufferPtr& out, uint32_t T,
+                  uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv);
+    // shared / shared_gate may be null (no shared expert)
+    void moe_combine(Recorder& r, const BufferPtr& D, uint32_t d_rows, const BufferPtr& slot, const BufferPtr& w,
+                     uint32_t T, uint32_t k, uint32_t H, const BufferPtr& shared, const BufferPtr& shared_gate,
+                     const BufferPtr& out);
+    // hist: [Kc-1][C], oldest first
     void causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& hist,
                      const BufferPtr& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows);
 

@@ -8,6 +8,7 @@
 
 #include "webgpu/device.h"
 #include "webgpu/kernels.h"
+#include "webgpu/webgpu_backend.h"
 
 namespace py = pybind11;
 using namespace strata::webgpu;
@@ -68,6 +69,19 @@ py::dict info_dict(PyDevice& d) {
 }  // namespace
 
 void register_webgpu(py::module_& parent) {
+    // make_backend("webgpu"): where the library and shaders are and which adapter to take come
+    // from strata.webgpu.backend_config() (the installed wheel, STRATA_WEBGPU_ADAPTER).
+    strata::register_backend("webgpu", [](int) -> std::unique_ptr<strata::Backend> {
+        DeviceOptions o;
+        {
+            py::gil_scoped_acquire gil;
+            py::tuple cfg = py::module_::import("strata.webgpu").attr("backend_config")();
+            o.library = cfg[0].cast<std::string>();
+            o.shader_dir = cfg[1].cast<std::string>();
+            o.adapter = cfg[2].cast<std::string>();
+        }
+        return std::make_unique<WebGpuBackend>(o);
+    });
     py::module_ m = parent.def_submodule("webgpu", "WebGPU device and WGSL kernels (wgpu-native, loaded at run time)");
     m.def("preprocess_wgsl",
           [](const std::string& source, const std::map<std::string, std::string>& defines, const std::string& dialect) {
