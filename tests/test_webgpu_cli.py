@@ -59,3 +59,30 @@ def test_info_needs_model_or_gpu(capsys):
 def test_info_gpu_bad_choice(capsys):
     code, _, err = run(capsys, "info", "--gpu", "nvidia")
     assert code != 0 and "unknown adapter choice 'nvidia'" in err
+
+
+def _run_tokens(capsys, *extra):
+    code, out, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "def add(a, b):", "--max-new", "6",
+                         "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)["tokens"]
+
+
+def test_run_backend_webgpu_greedy_tokens_match_cpu_and_drafting_is_lossless(capsys):
+    open_test_device()
+    cpu = _run_tokens(capsys, "--backend", "cpu")
+    assert _run_tokens(capsys, "--backend", "webgpu") == cpu
+    assert _run_tokens(capsys, "--backend", "webgpu", "--draft", "none") == cpu
+
+
+def test_backend_auto_takes_webgpu_only_on_a_real_gpu():
+    from strata.webgpu import resolve_backend
+
+    dev = open_test_device()
+    assert resolve_backend("auto") == ("cpu" if dev.info()["software"] else "webgpu")
+    assert resolve_backend("cpu") == "cpu" and resolve_backend("webgpu") == "webgpu"
+
+
+def test_run_rejects_unknown_backend(capsys):
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--backend", "metal")
+    assert code != 0 and "--backend must be cpu or webgpu or auto, not 'metal'" in err

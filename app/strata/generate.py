@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import ModelError, UsageError, WindowError
+from .errors import ModelError, StrataError, UsageError, WindowError
 from .protocol import GenerationSettings, WindowEvent, WindowStats
 from .tokenizer import IncrementalDecoder, Tokenizer
 
@@ -90,10 +90,15 @@ class Generator:
                   ctx: int | None = None, expert_cache=None, backend: str | None = None,
                   **engine_options: Any) -> "Generator":
         """Load a Hugging Face checkpoint folder or a strata pack (with `expert_cache`)."""
-        if backend not in (None, "auto", "cpu"):
-            raise ModelError(f"backend {backend!r} is not available in this build (cpu)")
         folder = Path(path)
         opts = {k: v for k, v in dict(threads=threads, fold=fold, ctx=ctx).items() if v is not None}
+        if backend not in (None, "cpu"):
+            from .webgpu import resolve_backend
+
+            try:
+                opts["backend"] = resolve_backend(backend)
+            except StrataError as exc:
+                raise ModelError(str(exc)) from None
         from . import pack as _pack
 
         if _pack.is_pack(str(folder)):

@@ -83,6 +83,27 @@ def backend_config() -> tuple[str, str, str]:
     return str(library_path()), str(shader_dir()), backend_adapter()
 
 
+BACKENDS = ("cpu", "webgpu", "auto")
+
+
+def resolve_backend(name: str | None) -> str:
+    """The engine backend for a --backend value: cpu; webgpu (this build must have it); auto =
+    webgpu when a real GPU adapter opens, else cpu (auto never runs on a software adapter)."""
+    choice = (name or "cpu").strip().lower()
+    if choice not in BACKENDS:
+        raise StrataError(f"unknown backend {name!r} (use {', '.join(BACKENDS)})")
+    if choice == "cpu":
+        return "cpu"
+    if choice == "webgpu":
+        native_module()
+        return "webgpu"
+    try:
+        open_device("auto")
+    except StrataError:
+        return "cpu"
+    return "webgpu"
+
+
 def describe(adapter: str = "auto") -> dict:
     """Adapter, driver and limits of the device `adapter` would open (for `strata info`)."""
     return open_device(adapter).info()

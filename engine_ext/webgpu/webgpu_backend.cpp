@@ -1,5 +1,7 @@
 #include "webgpu/webgpu_backend.h"
 
+#include "hash.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -34,6 +36,23 @@ void unpack(const std::vector<float>& in, float* p, int ld, int hs, int rows, in
             std::memcpy(p + size_t(r) * ld + size_t(h) * hs, &in[(size_t(r) * heads + h) * dim], sizeof(float) * dim);
 }
 
+// 64-bit content hash, four independent lanes so it runs near memory speed.
+uint64_t content_hash(const void* data, size_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint64_t h[4] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull, 0x27d4eb2f165667c5ull};
+    size_t i = 0;
+    for (; i + 32 <= bytes; i += 32)
+        for (int l = 0; l < 4; ++l) {
+            uint64_t w;
+            std::memcpy(&w, p + i + 8 * l, 8);
+            h[l] = (h[l] ^ w) * 0x100000001b3ull;
+            h[l] ^= h[l] >> 29;
+        }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, bytes - i);
+    return mix64(h[0] ^ mix64(h[1] ^ mix64(h[2] ^ mix64(h[3] ^ tail ^ bytes))));
+}
+
 }  // namespace
 
 WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
@@ -44,8 +63,20 @@ bool WebGpuBackend::supports(Op op, WFormat f) const {
     return true;
 }
 
-GpuMatrix WebGpuBackend::upload(const MatView& W) {
-    return upload_matrix(*device_, W.data, to_weight_format(W.format), uint32_t(W.rows), uint32_t(W.cols), W.row_bytes);
+const GpuMatrix& WebGpuBackend::weights(const MatView& W) {
+    WeightFormat format = to_weight_format(W.format);
+    uint64_t hash = content_hash(W.data, W.bytes());
+    auto it = weights_.find(W.data);
+    if (it != weights_.end()) {
+        const CachedMatrix& c = it->second;
+        if (c.hash == hash && c.format == W.format && c.rows == W.rows && c.cols == W.cols &&
+            c.row_bytes == W.row_bytes)
+            return c.matrix;
+        weights_.erase(it);  // new contents at this address (a refilled expert slot)
+    }
+    GpuMatrix m = upload_matrix(*device_, W.data, format, uint32_t(W.rows), uint32_t(W.cols), W.row_bytes);
+    return weights_.emplace(W.data, CachedMatrix{hash, W.format, W.rows, W.cols, W.row_bytes, std::move(m)})
+        .first->second.matrix;
 }
 
 BufferPtr WebGpuBackend::up(const float* p, size_t n, const char* what) {
@@ -62,7 +93,7 @@ void WebGpuBackend::embed(const MatView& W, const int32_t* ids, int n, float* ou
                                     std::to_string(W.rows));
         u[i] = uint32_t(ids[i]);
     }
-    GpuMatrix m = upload(W);
+    const GpuMatrix& m = weights(W);
     auto bids = device_->upload(u.data(), u.size() * 4, "ids");
     auto y = device_->create_buffer(size_t(n) * W.cols * 4, "embeddings");
     Recorder r = device_->record();
@@ -102,12 +133,12 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::lock_guard<std::mutex> lock(mutex_);
     Recorder r = device_->record();
     std::vector<std::vector<float>> results(jobs.size());
-    std::vector<GpuMatrix> keep;  // weights stay alive until the submit
+    std::vector<GpuMatrix> keep;  // weights stay alive until the submit, even if evicted meanwhile
     for (size_t j = 0; j < jobs.size(); ++j) {
         const MatJob& job = jobs[j];
         if (job.T <= 0 || job.W.rows <= 0) continue;
         auto px = pack(job.X, job.ldx, 0, job.T, 1, job.W.cols);
-        keep.push_back(upload(job.W));
+        keep.push_back(weights(job.W));
         size_t ny = size_t(job.T) * job.W.rows;
         auto by = device_->create_buffer(ny * 4, "y");
         kernels_->matmul(r, up(px.data(), px.size(), "x"), uint32_t(job.T), keep.back(), by);

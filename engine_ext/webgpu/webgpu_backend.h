@@ -1,11 +1,13 @@
 // The `webgpu` backend: every op of backend.h on the WGSL kernels. The Backend interface works
-// on host arrays, so each call uploads its inputs, runs its dispatches in one submit and reads
-// the results back; weights are uploaded per call too (expert cache slots are reused with new
-// contents, so a device copy keyed by address could go stale). That makes it correct and
+// on host arrays, so each call uploads its activations, runs its dispatches in one submit and
+// reads the results back. Weight matrices stay on the device between calls, keyed by address
+// and checked against a hash of their bytes on every use: expert cache slots are refilled with
+// other experts at the same address, so the address alone could serve a stale copy. Correct and
 // testable op by op on any adapter, not fast: device-resident windows are the next step.
 #pragma once
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "backend.h"
 #include "webgpu/device.h"
@@ -39,11 +41,19 @@ public:
     void add(float* x, const float* y, size_t n) override;
 
 private:
-    GpuMatrix upload(const MatView& W);
+    const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its bytes change
     BufferPtr up(const float* p, size_t n, const char* what);
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
     std::mutex mutex_;  // one window at a time on the queue
+    struct CachedMatrix {
+        uint64_t hash;
+        WFormat format;
+        int rows, cols;
+        size_t row_bytes;
+        GpuMatrix matrix;
+    };
+    std::unordered_map<const void*, CachedMatrix> weights_;
 };
 
 }  // namespace strata::webgpu

@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 import typer
 
 from . import ExitCode, app
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import EditError, SessionError, UsageError
 from ..protocol import GenerationSettings
 
@@ -154,7 +154,7 @@ def _main(ctx: typer.Context,
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
              temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
              checkpoints=None, threads=None, expert_cache=None, io_mode=None, eviction=None,
-             readahead=None, routing=None, as_json=False)
+             readahead=None, routing=None, backend=None, as_json=False)
     elif model is not None:
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
@@ -173,11 +173,12 @@ def chat(
     threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
     _set_checkpoints(checkpoints)
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     if no_save and session:
         raise UsageError("--session and --no-save do not go together")
     store = _open_store(no_save)
@@ -231,13 +232,14 @@ def edit(
     expert_cache: Optional[str] = CacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
     from ..edit import EditSession, read_text_file
 
     _set_checkpoints(checkpoints)
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
     settings = _settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
     headless = yes or no_input or not _interactive(False) or as_json
@@ -298,12 +300,13 @@ def replay(
     threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = CacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-run a recorded session's inputs with the recorded (or overridden) settings."""
     from ..replay import Replay, load_recording
 
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     store = None
     if not Path(session).suffix == ".jsonl" and not Path(session).exists():
         store = _open_store()
@@ -512,12 +515,13 @@ def bench(
     expert_cache: Optional[str] = CacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
     from ..replay import load_recording
 
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     gen = _generator(model, threads, stream_opts)
     rows = []
     from ..errors import StrataError
