@@ -131,7 +131,7 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     cfg = dict(spec)
     if config is not None:
         cfg["hf_config"] = config
-    if backend != "cpu":  # auto -> webgpu on a real GPU, else cpu
+    if backend == "auto":  # webgpu on a real GPU adapter, else cpu; other names: the engine checks
         from .webgpu import resolve_backend
 
         backend = resolve_backend(backend)
