@@ -6,8 +6,10 @@ namespace py = pybind11;
 void register_model(py::module_& m);    // register_model.cpp: Engine, load, state, errors
 void register_decode(py::module_& m);   // register_decode.cpp: drafters, sampler, decode loop
 void register_stream(py::module_& m);   // register_stream.cpp: expert pack reader, cache, IO
+void register_ops(py::module_& m);      // register_ops.cpp: single backend ops (per-op test)
+void register_kernels(py::module_& m);  // register_kernels.cpp: standalone prefill kernels (tests)
 #ifdef STRATA_WEBGPU
-void register_webgpu(py::module_& m);   // webgpu/register_webgpu.cpp: WebGPU device and kernels
+void register_webgpu(py::module_& m);   // webgpu/register_webgpu.cpp: WebGPU device, kernels, backend
 #endif
 
 PYBIND11_MODULE(_engine, m) {
@@ -15,6 +17,8 @@ PYBIND11_MODULE(_engine, m) {
     register_model(m);
     register_decode(m);
     register_stream(m);
+    register_ops(m);
+    register_kernels(m);
 #ifdef STRATA_WEBGPU
     register_webgpu(m);
 #endif
