@@ -201,7 +201,7 @@ void Kernels::gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, co
 
 void Kernels::causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& hist,
                           const BufferPtr& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows) {
-    check(Kc >= 2 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 2..9");
+    check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
     check(commit_rows <= T, "causal_conv", "commit_rows above T");
     need(x, uint64_t(T) * C, "causal_conv", "x");
     need(w, uint64_t(C) * Kc, "causal_conv", "weight");
