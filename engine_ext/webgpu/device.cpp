@@ -342,6 +342,7 @@ void Recorder::submit() {
         api.wgpuCommandEncoderCopyBufferToBuffer(encoder, d.src->handle(), d.offset, staging, staging_offsets[i], aligned);
     }
     WGPUCommandBuffer commands = api.wgpuCommandEncoderFinish(encoder, nullptr);
+    auto t_submit = std::chrono::steady_clock::now();
     api.wgpuQueueSubmit(device_.queue_, 1, &commands);
     api.wgpuCommandBufferRelease(commands);
     api.wgpuCommandEncoderRelease(encoder);
@@ -380,6 +381,7 @@ void Recorder::submit() {
     } else {
         device_.wait_idle();
     }
+    last_run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_submit).count();
     if (uniforms) api.wgpuBufferRelease(uniforms);
     dispatches_.clear();
     downloads_.clear();

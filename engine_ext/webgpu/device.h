@@ -1,6 +1,7 @@
 // One WebGPU device: adapter choice, limits, buffers, a pipeline cache and window recording
 // (every dispatch of a window goes into one command encoder and one submit).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -74,6 +75,8 @@ public:
     void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
     // Encodes everything, submits once, waits, and fills the downloads.
     void submit();
+    // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
+    double last_run_seconds() const { return last_run_seconds_; }
 
 private:
     struct Dispatch {
@@ -91,6 +94,7 @@ private:
     std::vector<uint8_t> params_;
     std::vector<Dispatch> dispatches_;
     std::vector<Download> downloads_;
+    double last_run_seconds_ = 0;
 };
 
 class Device {

@@ -119,6 +119,29 @@ void register_webgpu(py::module_& parent) {
                  r.submit();
                  return py::make_tuple(y, m.chunks.size());
              })
+        .def("bench_matmul",
+             // Seconds per matmul of `rows` window rows against resident weights: `iters`
+             // dispatches in one submit, timed from the submit to its completion (encoding
+             // excluded; one warm-up window first).
+             [](PyDevice& d, py::buffer weights, const std::string& format, uint32_t rows, uint32_t iters) {
+                 py::buffer_info info = weights.request();
+                 if (info.ndim != 2) throw std::invalid_argument("webgpu bench_matmul: weights must be 2-D");
+                 uint32_t cols = uint32_t(format == "f32" ? info.shape[1] : info.shape[1] * info.itemsize / 2);
+                 GpuMatrix m = matrix_from(d, weights, format, cols);
+                 std::vector<float> x(size_t(rows) * cols, 0.5f);
+                 auto bx = d.device.upload(x.data(), x.size() * 4, "x");
+                 auto by = d.scratch(uint64_t(rows) * m.rows, "y");
+                 py::gil_scoped_release release;
+                 double best = 0;
+                 for (int pass = 0; pass < 2; ++pass) {
+                     Recorder r = d.device.record();
+                     for (uint32_t i = 0; i < (pass ? iters : 1u); ++i) d.kernels.matmul(r, bx, rows, m, by);
+                     r.submit();
+                     best = r.last_run_seconds();
+                 }
+                 return best / std::max(1u, iters);
+             },
+             py::arg("weights"), py::arg("format"), py::arg("rows"), py::arg("iters"))
         .def("rmsnorm",
              [](PyDevice& d, F32Array x, F32Array w, float eps, float offset, py::object z) {
                  uint32_t D = uint32_t(w.size());
