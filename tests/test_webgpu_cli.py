@@ -86,3 +86,14 @@ def test_backend_auto_takes_webgpu_only_on_a_real_gpu():
 def test_run_rejects_unknown_backend(capsys):
     code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--backend", "metal")
     assert code != 0 and "--backend must be cpu or webgpu or auto, not 'metal'" in err
+
+
+def test_backend_webgpu_without_a_usable_adapter_is_one_line(capsys, monkeypatch):
+    dev = open_test_device()
+    if not dev.info()["software"]:
+        pytest.skip("this machine has a real GPU: the forced 'auto' adapter choice would succeed")
+    monkeypatch.setenv("STRATA_WEBGPU_ADAPTER", "auto")  # a real GPU only: none here
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
+    lines = [line for line in err.splitlines() if line.startswith("strata:")]
+    assert code != 0 and len(lines) == 1
+    assert "--backend webgpu: webgpu: no GPU adapter" in lines[0] and "internal error" not in lines[0]

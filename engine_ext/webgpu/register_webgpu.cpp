@@ -9,6 +9,7 @@
 #include "webgpu/device.h"
 #include "webgpu/kernels.h"
 #include "webgpu/webgpu_backend.h"
+#include "window_model.h"
 
 namespace py = pybind11;
 using namespace strata::webgpu;
@@ -80,7 +81,11 @@ void register_webgpu(py::module_& parent) {
             o.shader_dir = cfg[1].cast<std::string>();
             o.adapter = cfg[2].cast<std::string>();
         }
-        return std::make_unique<WebGpuBackend>(o);
+        try {
+            return std::make_unique<WebGpuBackend>(o);
+        } catch (const std::runtime_error& e) {  // no adapter / driver / library: the user's to fix
+            throw strata::ModelError(std::string("--backend webgpu: ") + e.what());
+        }
     });
     py::module_ m = parent.def_submodule("webgpu", "WebGPU device and WGSL kernels (wgpu-native, loaded at run time)");
     m.def("preprocess_wgsl",
