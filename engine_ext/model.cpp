@@ -58,7 +58,7 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors, std
         head_ = w.mat("lm_head.weight", s.vocab, s.hidden);
     }
     final_norm_ = w.norm("norm.weight", s.hidden);
-    LayerEnv env{spec_, *be_, ctx_};
+    LayerEnv env{spec_, *be_, ctx_, scratch_};
     blocks_.resize(s.n_layers);
     FfnBlock* prev_moe = nullptr;
     for (int l = 0; l < s.n_layers; ++l) {
@@ -97,31 +97,36 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
         ~ExactAfter() { be.set_prefill(false); }
     } exact_after{be};
     be.set_prefill(prefill);
-    std::vector<float> x(size_t(n) * H), h(size_t(n) * H), o(size_t(n) * H);
+    scratch_.reset();
+    ScratchScope sc(scratch_);
+    float* x = sc.alloc<float>(size_t(n) * H);
+    float* h = sc.alloc<float>(size_t(n) * H);
+    float* o = sc.alloc<float>(size_t(n) * H);
+    const size_t xs = size_t(n) * H;
     MoeWindow win;
     win.store = store_.get();
     win.routing = &routing_;
     win.has_drafts = window_has_drafts_;
     win.tele = &tele_;
     win.union_per_moe = &run_union_;
-    be.embed(embed_, tokens, n, x.data());
+    be.embed(embed_, tokens, n, x);
     for (auto& B : blocks_) {
-        be.rmsnorm({x.data(), H, 0}, {h.data(), H, 0}, n, 1, H, B.in_norm.data(), s.eps);
-        B.mixer->run(h.data(), n, p0, row0, o.data());
-        be.add(x.data(), o.data(), x.size());
-        be.rmsnorm({x.data(), H, 0}, {h.data(), H, 0}, n, 1, H, B.post_norm.data(), s.eps);
-        B.ffn->run(h.data(), n, o.data(), win);
-        be.add(x.data(), o.data(), x.size());
+        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.in_norm.data(), s.eps);
+        B.mixer->run(h, n, p0, row0, o);
+        be.add(x, o, xs);
+        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.post_norm.data(), s.eps);
+        B.ffn->run(h, n, o, win);
+        be.add(x, o, xs);
     }
     if (!logits) return;
     int first = last_only ? n - 1 : 0;
     int rows = n - first;
-    be.rmsnorm({x.data() + size_t(first) * H, H, 0}, {h.data(), H, 0}, rows, 1, H, final_norm_.data(), s.eps);
+    be.rmsnorm({x + size_t(first) * H, H, 0}, {h, H, 0}, rows, 1, H, final_norm_.data(), s.eps);
     float* dst = last_only ? logits : logits + size_t(row0) * s.vocab;
     // the LM head is exact in every mode: a row's logits never depend on how many rows asked
     // for logits (a last-only prefill gives the full run's last row, bit for bit)
     be.set_prefill(false);
-    be.matmul({{h.data(), rows, H, head_, nullptr, dst, s.vocab}});
+    be.matmul({{h, rows, H, head_, nullptr, dst, s.vocab}});
 }
 
 void Engine::check_tokens(const int32_t* tokens, int T) const {

@@ -9,6 +9,9 @@ void register_stream(py::module_& m);   // register_stream.cpp: expert pack read
 void register_ops(py::module_& m);      // register_ops.cpp: single backend ops (per-op test)
 void register_kernels(py::module_& m);  // register_kernels.cpp: standalone prefill kernels (tests)
 void register_quant(py::module_& m);    // register_quant.cpp: GGUF block formats and their kernels
+#ifdef STRATA_WEBGPU
+void register_webgpu(py::module_& m);   // webgpu/register_webgpu.cpp: WebGPU device, kernels, backend
+#endif
 
 PYBIND11_MODULE(_engine, m) {
     m.doc() = "strata native engine";
@@ -18,4 +21,7 @@ PYBIND11_MODULE(_engine, m) {
     register_ops(m);
     register_kernels(m);
     register_quant(m);
+#ifdef STRATA_WEBGPU
+    register_webgpu(m);
+#endif
 }

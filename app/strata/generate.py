@@ -58,12 +58,11 @@ class Generator:
                   ctx: int | None = None, expert_cache=None, backend: str | None = None,
                   **engine_options: Any) -> "Generator":
         """Load a Hugging Face checkpoint folder or a strata pack (with `expert_cache`)."""
-        if backend not in (None, "auto", "cpu"):
-            raise ModelError(f"backend {backend!r} is not available in this build (cpu)")
         from .loader import load, resolve
 
         folder = resolve(path)  # an alias names its bundled folder (the tokenizer lives there)
-        engine = load(folder, threads=threads, fold=fold, ctx=ctx, expert_cache=expert_cache, **engine_options)
+        engine = load(folder, threads=threads, fold=fold, ctx=ctx, backend=backend, expert_cache=expert_cache,
+                      **engine_options)
         tokenizer = Tokenizer.from_folder(folder)
         eos = set(tokenizer.eos_ids) if tokenizer is not None else set()
         cfg = getattr(engine, "config", {}) or {}

@@ -139,13 +139,26 @@ def load(model: str | os.PathLike | None = None, *, threads: int | None = None, 
     if unknown:
         raise TypeError(f"load() got an unexpected keyword argument {unknown[0]!r}")
     check_engine_options(threads=threads, ctx=ctx, fold=fold)
-    if backend in (None, "auto"):
-        backend = "cpu"
+    backend = resolve_backend(backend)
     path = resolve(model)
     fmt = detect(path)
     given = {k: v for k, v in stream_options.items() if v is not None}
     check_stream_options(path, given, fmt)
     return fmt.load(path, threads=threads, fold=fold, ctx=ctx, backend=backend, **given)
+
+
+def resolve_backend(name: str | None) -> str:
+    """cpu, webgpu, or auto (a real GPU adapter when one opens, else cpu); ModelError (one line)
+    when the backend cannot run here (no WebGPU in this build, no driver)."""
+    if name in (None, "cpu"):
+        return "cpu"
+    from .errors import StrataError
+    from .webgpu import resolve_backend as resolve_webgpu
+
+    try:
+        return resolve_webgpu(name)
+    except StrataError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def check_stream_options(path: str | os.PathLike, options: dict[str, Any], fmt: ModelFormat | None = None) -> None:

@@ -127,6 +127,10 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     cfg = dict(spec)
     if config is not None:
         cfg["hf_config"] = config
+    if backend == "auto":  # webgpu on a real GPU adapter, else cpu; other names: the engine checks
+        from .webgpu import resolve_backend
+
+        backend = resolve_backend(backend)
     eng_mod = _engine_module()
     return eng_mod.Engine(
         spec, rows, expert_store, threads=int(threads or _default_threads()), fold=fold,

@@ -10,7 +10,7 @@ import typer
 from .. import diagnostics
 from . import ExitCode, app, common
 from .common import JsonOpt, ModelOpt, ThreadsOpt
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 
 
@@ -31,12 +31,13 @@ def bench(
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
     from ..replay import load_recording
 
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     gen = common.generator(model, threads, stream_opts)
     rows = []
     from ..errors import StrataError

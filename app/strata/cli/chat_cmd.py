@@ -11,7 +11,7 @@ from .. import diagnostics
 from . import app, common
 from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, ModelOpt, NoSaveOpt,
                      SeedOpt, TempOpt, ThreadsOpt)
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 from ..settings import GenerationSettings
 
@@ -28,7 +28,7 @@ def _main(ctx: typer.Context,
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
              temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
              checkpoints=None, threads=None, expert_cache=None, io_mode=None, eviction=None,
-             readahead=None, routing=None, as_json=False)
+             readahead=None, routing=None, backend=None, as_json=False)
     elif model is not None:
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
@@ -46,11 +46,12 @@ def chat(
     threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Chat with the model (the TUI when interactive; headless with --message or piped stdin)."""
     common.set_checkpoints(checkpoints)
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     if no_save and session:
         raise UsageError("--session and --no-save do not go together")
     store = common.open_store(no_save)

@@ -10,7 +10,7 @@ import typer
 from .. import diagnostics
 from . import app, common
 from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, ModelOpt, NoSaveOpt, SeedOpt, TempOpt, ThreadsOpt)
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 
 
@@ -28,6 +28,7 @@ def edit(
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     force: bool = typer.Option(False, "--force", help="Write even a rewrite that no longer parses or "
                                "deletes most of the file; rewrite a hard-linked file in place."),
     as_json: bool = JsonOpt,
@@ -44,7 +45,7 @@ def edit(
             raise UsageError("give the FILE to edit, or --session ID to resume a recorded edit")
         file = stored_edit_file(common.open_store(), session)
     common.set_checkpoints(checkpoints)
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     read_text_file(file)  # refuse binary / non-UTF-8 / too large before loading a model
     refusal = write_target(file, force=force).refusal
     if yes and refusal:

@@ -1,21 +1,43 @@
 """`strata info MODEL`: a model's metadata (config, tensors, size, pack IO) without loading it."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from ..telemetry import human_bytes
 from . import app, common
 from .common import JsonOpt
+from ..errors import UsageError
 
 
 @app.command()
-def info(model: str = typer.Argument(..., help="Model folder, pack, .gguf file, or bundled alias."), as_json: bool = JsonOpt) -> None:
-    """Show a model's metadata (config, tensors, size) without loading it."""
+def info(
+    model: Optional[str] = typer.Argument(None, help="Model folder, pack, .gguf file, or bundled alias."),
+    as_json: bool = JsonOpt,
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="auto|software|any",
+                                      help="Also show the WebGPU adapter and its limits: auto (a real "
+                                           "GPU), software (lavapipe) or any."),
+) -> None:
+    """Show a model's metadata (config, tensors, size) without loading it; --gpu: the WebGPU adapter."""
     from ..runtime import model_info
 
-    data = model_info(model)
+    if model is None and gpu is None:
+        raise UsageError("strata info needs a MODEL (or --gpu auto|software|any for the WebGPU adapter)")
+    gpu_data = None
+    if gpu is not None:
+        from .gpu_info import gpu_info
+
+        gpu_data = gpu_info(gpu)
+    data = model_info(model) if model is not None else None
     if as_json:
-        common.print_json(data)
+        common.print_json({**(data or {}), "webgpu": gpu_data} if gpu_data is not None else data)
+        return
+    if gpu_data is not None:
+        from .gpu_info import print_gpu_info
+
+        print_gpu_info(gpu_data, human_bytes)
+    if data is None:
         return
     p = data.get("params") or 0
     print(f"{data['path']}")

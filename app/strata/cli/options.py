@@ -39,6 +39,11 @@ EvictionOpt = typer.Option(
 ReadaheadOpt = typer.Option(
     None, "--readahead/--no-readahead",
     help="Packs: prefetch the next layer's predicted experts at low priority (default off).")
+BACKENDS = ("cpu", "webgpu", "auto")  # strata.webgpu.BACKENDS (kept here so --help stays light)
+BackendOpt = typer.Option(
+    None, "--backend", metavar="cpu|webgpu|auto",
+    help="Compute backend: cpu (default), webgpu (WGSL kernels through wgpu-native; a software "
+         "adapter if that is all there is) or auto (webgpu on a real GPU, else cpu).")
 RoutingOpt = typer.Option(
     None, "--routing", metavar="SPEC",
     help="Packs: cache-aware routing (MoCE), e.g. protect=2,bonus=1.5 or hard-budget; also "
@@ -64,11 +69,12 @@ class StreamOptions:
     eviction: Optional[str] = None
     readahead: Optional[bool] = None
     routing: Optional[dict] = None      # Engine.set_routing keywords (pack.parse_routing)
+    backend: Optional[str] = None       # cpu | webgpu | auto
 
     @classmethod
     def from_cli(cls, expert_cache: Optional[str] = None, io_mode: Optional[str] = None,
                  eviction: Optional[str] = None, readahead: Optional[bool] = None,
-                 routing: Optional[str] = None) -> "StreamOptions":
+                 routing: Optional[str] = None, backend: Optional[str] = None) -> "StreamOptions":
         if expert_cache is not None:
             from ..pack.options import parse_cache_size
 
@@ -82,7 +88,7 @@ class StreamOptions:
             routing_kw = parse_routing(routing) or None  # 'off' = the default
         return cls(expert_cache=expert_cache, io_mode=_choice("--io-mode", io_mode, IO_MODES),
                    eviction=_choice("--eviction", eviction, EVICTIONS), readahead=readahead,
-                   routing=routing_kw)
+                   routing=routing_kw, backend=_choice("--backend", backend, BACKENDS))
 
     @property
     def approximate(self) -> bool:
@@ -96,7 +102,7 @@ class StreamOptions:
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword options for `open_generator` / `Generator.from_path` (only the given ones)."""
         kw = dict(expert_cache=self.expert_cache, io_mode=self.io_mode, eviction=self.eviction,
-                  readahead=self.readahead, routing=self.routing)
+                  readahead=self.readahead, routing=self.routing, backend=self.backend)
         return {k: v for k, v in kw.items() if v is not None}
 
     def check_model(self, path) -> None:

@@ -10,7 +10,7 @@ import typer
 from .. import diagnostics
 from . import ExitCode, app, common
 from .common import DraftOpt, JsonOpt, MaxDraftOpt, ModelOpt, SeedOpt, TempOpt, ThreadsOpt
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 
 
 @app.command()
@@ -24,12 +24,13 @@ def replay(
     threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-run a recorded session's inputs with the recorded (or overridden) settings."""
     from ..replay import Replay, load_recording
 
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     store = None
     if not Path(session).suffix == ".jsonl" and not Path(session).exists():
         store = common.open_store()

@@ -18,7 +18,7 @@ from .. import diagnostics
 from ..errors import UsageError
 from ..telemetry import human_bytes, plural
 from . import app
-from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
+from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 
 
 def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids: Optional[str]) -> tuple[str | None, list[int] | None]:
@@ -69,6 +69,7 @@ def run_command(
     eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt,
     routing: Optional[str] = RoutingOpt,
+    backend: Optional[str] = BackendOpt,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: text, tokens, stop_reason, stats"),
     stats: bool = typer.Option(False, "--stats", help="print the window statistics to stderr"),
 ) -> None:
@@ -78,7 +79,7 @@ def run_command(
     from ..models import resolve_model
     from ..settings import GenerationSettings
 
-    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
+    stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     text, ids = _read_prompt(prompt, prompt_file, prompt_ids)
     settings = GenerationSettings(
         max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p,

@@ -1,0 +1,109 @@
+"""WebGPU device discovery: where wgpu-native and the WGSL kernels live, and opening a device.
+
+The C++ engine compiles against the headers of the pinned `wgpu` wheel and loads the library
+that wheel ships (wgpu/resources/libwgpu_native-release.so) at run time. This module only finds
+the files; it never imports wgpu's Python API.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from .errors import StrataError
+
+ADAPTER_CHOICES = ("auto", "software", "any")
+
+
+def _library_name() -> str:
+    if sys.platform == "darwin":
+        return "libwgpu_native-release.dylib"
+    if sys.platform == "win32":
+        return "wgpu_native-release.dll"
+    return "libwgpu_native-release.so"
+
+
+def library_path() -> Path:
+    """The wgpu-native library of the installed `wgpu` wheel (STRATA_WGPU_LIBRARY overrides)."""
+    override = os.environ.get("STRATA_WGPU_LIBRARY")
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("wgpu")
+    if spec is None or spec.origin is None:
+        raise StrataError("webgpu: the wgpu package is not installed (pip install wgpu==0.32.0)")
+    path = Path(spec.origin).parent / "resources" / _library_name()
+    if not path.exists():
+        raise StrataError(f"webgpu: {path} is missing (reinstall the wheel: pip install --force-reinstall wgpu==0.32.0)")
+    return path
+
+
+def shader_dir() -> Path:
+    """shaders/ inside the installed package, or the source checkout's shaders/ in a dev tree."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "shaders", here.parent.parent / "shaders"):
+        if any(candidate.glob("*.wgsl")):
+            return candidate
+    raise StrataError(f"webgpu: no WGSL kernels found next to {here} (strata installed without shaders/)")
+
+
+def native_module():
+    """strata._engine.webgpu, or a StrataError when this build has no WebGPU backend."""
+    from . import _engine
+
+    mod = getattr(_engine, "webgpu", None)
+    if mod is None:
+        raise StrataError("webgpu: this strata build has no WebGPU backend (rebuild with -DSTRATA_WEBGPU=ON)")
+    return mod
+
+
+def open_device(adapter: str = "auto", max_chunk_bytes: int = 0):
+    """Open a WebGPU device. adapter: auto (a real GPU, never a software one), software
+    (lavapipe/llvmpipe only), any (a GPU if present, else software)."""
+    if adapter not in ADAPTER_CHOICES:
+        raise StrataError(f"webgpu: unknown adapter choice {adapter!r} (one of {', '.join(ADAPTER_CHOICES)})")
+    mod = native_module()
+    try:
+        return mod.Device(str(library_path()), str(shader_dir()), adapter, max_chunk_bytes)
+    except RuntimeError as exc:
+        raise StrataError(str(exc)) from None
+
+
+def backend_adapter() -> str:
+    """The adapter `--backend webgpu` opens: STRATA_WEBGPU_ADAPTER, else any (the user asked for
+    WebGPU explicitly, so a software adapter is acceptable there; `--backend auto` is not)."""
+    choice = os.environ.get("STRATA_WEBGPU_ADAPTER", "any")
+    if choice not in ADAPTER_CHOICES:
+        raise StrataError(f"STRATA_WEBGPU_ADAPTER={choice!r}: use one of {', '.join(ADAPTER_CHOICES)}")
+    return choice
+
+
+def backend_config() -> tuple[str, str, str]:
+    """(library, shader folder, adapter choice) for the engine's webgpu backend factory."""
+    return str(library_path()), str(shader_dir()), backend_adapter()
+
+
+BACKENDS = ("cpu", "webgpu", "auto")
+
+
+def resolve_backend(name: str | None) -> str:
+    """The engine backend for a --backend value: cpu; webgpu (this build must have it); auto =
+    webgpu when a real GPU adapter opens, else cpu (auto never runs on a software adapter)."""
+    choice = (name or "cpu").strip().lower()
+    if choice not in BACKENDS:
+        raise StrataError(f"unknown backend {name!r} (use {', '.join(BACKENDS)})")
+    if choice == "cpu":
+        return "cpu"
+    if choice == "webgpu":
+        native_module()
+        return "webgpu"
+    try:
+        open_device("auto")
+    except StrataError:
+        return "cpu"
+    return "webgpu"
+
+
+def describe(adapter: str = "auto") -> dict:
+    """Adapter, driver and limits of the device `adapter` would open (for `strata info`)."""
+    return open_device(adapter).info()

@@ -1,0 +1,393 @@
+#include "webgpu/device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace strata::webgpu {
+
+namespace {
+
+std::string view(WGPUStringView s) {
+    if (!s.data) return {};
+    return s.length == WGPU_STRLEN ? std::string(s.data) : std::string(s.data, s.length);
+}
+
+WGPUStringView label(const char* text) { return WGPUStringView{text, WGPU_STRLEN}; }
+
+const char* backend_name(WGPUBackendType t) {
+    switch (t) {
+        case WGPUBackendType_Vulkan: return "vulkan";
+        case WGPUBackendType_Metal: return "metal";
+        case WGPUBackendType_D3D12: return "d3d12";
+        case WGPUBackendType_D3D11: return "d3d11";
+        case WGPUBackendType_OpenGL: return "opengl";
+        case WGPUBackendType_OpenGLES: return "opengles";
+        default: return "other";
+    }
+}
+
+const char* adapter_type_name(WGPUAdapterType t) {
+    switch (t) {
+        case WGPUAdapterType_DiscreteGPU: return "discrete-gpu";
+        case WGPUAdapterType_IntegratedGPU: return "integrated-gpu";
+        case WGPUAdapterType_CPU: return "cpu";
+        default: return "unknown";
+    }
+}
+
+constexpr uint64_t kOneGiB = 1ull << 30;
+constexpr uint64_t kUniformSlot = 256;  // WebGPU's largest minUniformBufferOffsetAlignment
+
+const char* kNoAdapterHint =
+#ifdef __APPLE__
+    "Metal should be built in; check that this Mac supports Metal";
+#else
+    "install a Vulkan driver: your GPU vendor's driver, or mesa-vulkan-drivers (apt-get install "
+    "mesa-vulkan-drivers libvulkan1) for Mesa GPUs and the lavapipe software adapter";
+#endif
+
+}  // namespace
+
+Buffer::~Buffer() {
+    if (handle_) {
+        api_.wgpuBufferDestroy(handle_);
+        api_.wgpuBufferRelease(handle_);
+    }
+}
+
+void Device::on_error(WGPUDevice const*, WGPUErrorType, WGPUStringView message, void* self, void*) {
+    auto* device = static_cast<Device*>(self);
+    std::lock_guard<std::mutex> lock(device->errors_mutex_);
+    if (device->pending_error_.empty()) device->pending_error_ = view(message);
+}
+
+void Device::throw_pending_error(const std::string& context) {
+    std::string error;
+    {
+        std::lock_guard<std::mutex> lock(errors_mutex_);
+        error.swap(pending_error_);
+    }
+    if (!error.empty()) {
+        // wgpu-native messages span several lines; the first names the problem.
+        std::string first = error.substr(0, error.find('\n'));
+        throw std::runtime_error("webgpu: " + context + ": " + (first.empty() ? error : first) +
+                                 (first.size() < error.size() ? " | " + error.substr(first.size() + 1, 400) : ""));
+    }
+}
+
+Device::Device(const DeviceOptions& options)
+    : api_(load_wgpu(options.library)), options_(options), shaders_(options.shader_dir) {
+    if (options.adapter != "auto" && options.adapter != "software" && options.adapter != "any")
+        throw std::invalid_argument("unknown webgpu adapter choice '" + options.adapter +
+                                    "' (use auto, software or any)");
+    instance_ = api_.wgpuCreateInstance(nullptr);
+    if (!instance_) throw std::runtime_error("webgpu: cannot create a wgpu-native instance");
+
+    // Native backends only (Vulkan, Metal, D3D12): the GL backend is too limited for compute.
+    WGPUInstanceEnumerateAdapterOptions enum_options{};
+    enum_options.backends = WGPUInstanceBackend_Primary;
+    size_t count = api_.wgpuInstanceEnumerateAdapters(instance_, &enum_options, nullptr);
+    std::vector<WGPUAdapter> adapters(count);
+    if (count) api_.wgpuInstanceEnumerateAdapters(instance_, &enum_options, adapters.data());
+
+    auto rank = [](WGPUAdapterType t) {
+        return t == WGPUAdapterType_DiscreteGPU ? 0 : t == WGPUAdapterType_IntegratedGPU ? 1 : t == WGPUAdapterType_CPU ? 3 : 2;
+    };
+    int best = -1, best_rank = 99;
+    std::vector<std::string> seen;
+    for (size_t i = 0; i < adapters.size(); ++i) {
+        WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+        api_.wgpuAdapterGetInfo(adapters[i], &info);
+        bool software = info.adapterType == WGPUAdapterType_CPU;
+        seen.push_back(view(info.device) + (software ? " (software)" : ""));
+        int r = rank(info.adapterType);
+        bool allowed = options.adapter == "any" || (options.adapter == "auto" ? !software : software);
+        if (allowed && r < best_rank) {
+            best = int(i);
+            best_rank = r;
+        }
+        api_.wgpuAdapterInfoFreeMembers(info);
+    }
+    for (size_t i = 0; i < adapters.size(); ++i)
+        if (int(i) != best) api_.wgpuAdapterRelease(adapters[i]);
+    if (best < 0) {
+        api_.wgpuInstanceRelease(instance_);
+        instance_ = nullptr;
+        std::string found;
+        for (auto& s : seen) found += (found.empty() ? "" : ", ") + s;
+        if (options.adapter == "auto" && !seen.empty())
+            throw std::runtime_error("webgpu: no GPU adapter (only " + found +
+                                     "); auto never picks a software adapter: " + kNoAdapterHint);
+        throw std::runtime_error(std::string("webgpu: no ") +
+                                 (options.adapter == "software" ? "software " : "") + "adapter found" +
+                                 (found.empty() ? "" : " (saw " + found + ")") + ": " + kNoAdapterHint);
+    }
+    adapter_handle_ = adapters[best];
+
+    WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+    api_.wgpuAdapterGetInfo(adapter_handle_, &info);
+    adapter_.device = view(info.device);
+    adapter_.vendor = view(info.vendor);
+    adapter_.description = view(info.description);
+    adapter_.backend = backend_name(info.backendType);
+    adapter_.type = adapter_type_name(info.adapterType);
+    adapter_.vendor_id = info.vendorID;
+    adapter_.device_id = info.deviceID;
+    adapter_.software = info.adapterType == WGPUAdapterType_CPU;
+    api_.wgpuAdapterInfoFreeMembers(info);
+
+    // Ask for everything the adapter offers: the binding size decides the weight chunking.
+    WGPULimits supported = WGPU_LIMITS_INIT;
+    if (api_.wgpuAdapterGetLimits(adapter_handle_, &supported) != WGPUStatus_Success)
+        throw std::runtime_error("webgpu: cannot read the adapter limits of " + adapter_.device);
+
+    WGPUDeviceDescriptor desc = WGPU_DEVICE_DESCRIPTOR_INIT;
+    desc.label = label("strata");
+    desc.requiredLimits = &supported;
+    desc.uncapturedErrorCallbackInfo.callback = &Device::on_error;
+    desc.uncapturedErrorCallbackInfo.userdata1 = this;
+    struct Request {
+        bool done = false;
+        WGPUDevice device = nullptr;
+        std::string message;
+    } request;
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message, void* ud, void*) {
+        auto* r = static_cast<Request*>(ud);
+        r->done = true;
+        if (status == WGPURequestDeviceStatus_Success) r->device = device;
+        else r->message = view(message);
+    };
+    cb.userdata1 = &request;
+    api_.wgpuAdapterRequestDevice(adapter_handle_, &desc, cb);
+    while (!request.done) api_.wgpuInstanceProcessEvents(instance_);
+    if (!request.device)
+        throw std::runtime_error("webgpu: cannot open a device on " + adapter_.device + ": " + request.message);
+    device_ = request.device;
+    queue_ = api_.wgpuDeviceGetQueue(device_);
+
+    WGPULimits got = WGPU_LIMITS_INIT;
+    api_.wgpuDeviceGetLimits(device_, &got);
+    limits_.max_storage_binding = got.maxStorageBufferBindingSize;
+    limits_.max_buffer = got.maxBufferSize;
+    limits_.max_storage_buffers_per_stage = got.maxStorageBuffersPerShaderStage;
+    limits_.max_workgroup_storage = got.maxComputeWorkgroupStorageSize;
+    limits_.max_invocations_per_workgroup = got.maxComputeInvocationsPerWorkgroup;
+    limits_.max_workgroups_per_dimension = got.maxComputeWorkgroupsPerDimension;
+    limits_.min_storage_offset_alignment = got.minStorageBufferOffsetAlignment;
+    limits_.min_uniform_offset_alignment = got.minUniformBufferOffsetAlignment;
+    uint64_t chunk = std::min({limits_.max_storage_binding, limits_.max_buffer, kOneGiB});
+    if (options.max_chunk_bytes) chunk = std::min(chunk, options.max_chunk_bytes);
+    limits_.chunk_bytes = chunk & ~uint64_t(255);
+}
+
+Device::~Device() {
+    for (auto& [key, p] : pipelines_) {
+        api_.wgpuBindGroupLayoutRelease(p.layout);
+        api_.wgpuComputePipelineRelease(p.pipeline);
+    }
+    if (queue_) api_.wgpuQueueRelease(queue_);
+    if (device_) api_.wgpuDeviceRelease(device_);
+    if (adapter_handle_) api_.wgpuAdapterRelease(adapter_handle_);
+    if (instance_) api_.wgpuInstanceRelease(instance_);
+}
+
+BufferPtr Device::create_buffer(uint64_t bytes, const char* what) {
+    // Storage bindings are whole 4-byte words; never bind an empty buffer.
+    uint64_t size = std::max<uint64_t>(16, (bytes + 15) & ~uint64_t(15));
+    if (size > limits_.max_buffer)
+        throw std::runtime_error(std::string("webgpu: ") + what + " needs " + std::to_string(size) +
+                                 " bytes, above this adapter's buffer limit " + std::to_string(limits_.max_buffer));
+    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+    desc.label = label(what);
+    desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    desc.size = size;
+    WGPUBuffer handle = api_.wgpuDeviceCreateBuffer(device_, &desc);
+    throw_pending_error(std::string("creating ") + what);
+    if (!handle) throw std::runtime_error(std::string("webgpu: cannot allocate ") + what);
+    return std::make_shared<Buffer>(api_, handle, size);
+}
+
+BufferPtr Device::upload(const void* data, uint64_t bytes, const char* what) {
+    BufferPtr buffer = create_buffer(bytes, what);
+    write(buffer, 0, data, bytes);
+    return buffer;
+}
+
+void Device::write(const BufferPtr& buffer, uint64_t offset, const void* data, uint64_t bytes) {
+    if (offset + bytes > buffer->size()) throw std::out_of_range("webgpu: write past the end of a buffer");
+    // writeBuffer wants a multiple of 4 bytes: pad the tail through a small copy.
+    uint64_t whole = bytes & ~uint64_t(3);
+    if (whole) api_.wgpuQueueWriteBuffer(queue_, buffer->handle(), offset, data, whole);
+    if (whole < bytes) {
+        uint8_t tail[4] = {0, 0, 0, 0};
+        std::memcpy(tail, static_cast<const uint8_t*>(data) + whole, bytes - whole);
+        api_.wgpuQueueWriteBuffer(queue_, buffer->handle(), offset + whole, tail, 4);
+    }
+}
+
+const Pipeline& Device::pipeline(const std::string& file, const std::string& entry, const ShaderDefines& defines) {
+    std::string key = file + ":" + entry;
+    for (auto& [k, v] : defines) key += "|" + k + "=" + v;
+    auto it = pipelines_.find(key);
+    if (it != pipelines_.end()) return it->second;
+
+    std::string code = shaders_.load(file, defines, ShaderDialect::Naga);
+    WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+    wgsl.code = WGPUStringView{code.data(), code.size()};
+    WGPUShaderModuleDescriptor mdesc = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+    mdesc.nextInChain = &wgsl.chain;
+    mdesc.label = label(file.c_str());
+    WGPUShaderModule module = api_.wgpuDeviceCreateShaderModule(device_, &mdesc);
+    throw_pending_error("compiling " + file);
+
+    WGPUComputePipelineDescriptor pdesc = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+    pdesc.label = label(entry.c_str());
+    pdesc.compute.module = module;
+    pdesc.compute.entryPoint = WGPUStringView{entry.data(), entry.size()};
+    Pipeline p;
+    p.pipeline = api_.wgpuDeviceCreateComputePipeline(device_, &pdesc);
+    api_.wgpuShaderModuleRelease(module);
+    throw_pending_error("building " + file + ":" + entry);
+    p.layout = api_.wgpuComputePipelineGetBindGroupLayout(p.pipeline, 0);
+    return pipelines_.emplace(key, p).first->second;
+}
+
+void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
+
+void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
+                        const std::vector<BufferPtr>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (params_bytes > kUniformSlot) throw std::logic_error("webgpu: parameter block above 256 bytes");
+    uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
+    if (gx > max_groups || gy > max_groups || gz > max_groups)
+        throw std::logic_error("webgpu: dispatch of " + std::to_string(gx) + "x" + std::to_string(gy) + "x" +
+                               std::to_string(gz) + " workgroups exceeds the adapter limit");
+    size_t offset = params_.size();
+    params_.resize(offset + kUniformSlot, 0);
+    std::memcpy(params_.data() + offset, params, params_bytes);
+    dispatches_.push_back(Dispatch{pipeline, offset, buffers, {gx, gy, gz}});
+}
+
+void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst) {
+    if (offset + bytes > src->size()) throw std::out_of_range("webgpu: download past the end of a buffer");
+    downloads_.push_back(Download{src, offset, bytes, dst});
+}
+
+void Recorder::submit() {
+    const WgpuApi& api = device_.api_;
+    WGPUDevice dev = device_.device_;
+    WGPUBuffer uniforms = nullptr;
+    if (!params_.empty()) {
+        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+        desc.label = label("window parameters");
+        desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+        desc.size = params_.size();
+        uniforms = api.wgpuDeviceCreateBuffer(dev, &desc);
+        api.wgpuQueueWriteBuffer(device_.queue_, uniforms, 0, params_.data(), params_.size());
+    }
+    // Downloads go through one mappable staging buffer, each part 4-byte aligned.
+    std::vector<uint64_t> staging_offsets;
+    uint64_t staging_bytes = 0;
+    for (auto& d : downloads_) {
+        staging_offsets.push_back(staging_bytes);
+        staging_bytes += (d.bytes + 3) & ~uint64_t(3);
+    }
+    WGPUBuffer staging = nullptr;
+    if (staging_bytes) {
+        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+        desc.label = label("window readback");
+        desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+        desc.size = staging_bytes;
+        staging = api.wgpuDeviceCreateBuffer(dev, &desc);
+    }
+
+    std::vector<WGPUBindGroup> groups;
+    WGPUCommandEncoder encoder = api.wgpuDeviceCreateCommandEncoder(dev, nullptr);
+    if (!dispatches_.empty()) {
+        WGPUComputePassEncoder pass = api.wgpuCommandEncoderBeginComputePass(encoder, nullptr);
+        std::vector<WGPUBindGroupEntry> entries;
+        for (auto& d : dispatches_) {
+            entries.assign(1, WGPU_BIND_GROUP_ENTRY_INIT);
+            entries[0].binding = 0;
+            entries[0].buffer = uniforms;
+            entries[0].offset = d.params_offset;
+            entries[0].size = kUniformSlot;
+            for (size_t i = 0; i < d.buffers.size(); ++i) {
+                if (!d.buffers[i]) continue;  // a binding number this entry point does not use
+                WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+                e.binding = uint32_t(i + 1);
+                e.buffer = d.buffers[i]->handle();
+                e.offset = 0;
+                e.size = d.buffers[i]->size();
+                entries.push_back(e);
+            }
+            WGPUBindGroupDescriptor bdesc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+            bdesc.layout = d.pipeline.layout;
+            bdesc.entryCount = entries.size();
+            bdesc.entries = entries.data();
+            WGPUBindGroup group = api.wgpuDeviceCreateBindGroup(dev, &bdesc);
+            groups.push_back(group);
+            api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
+            api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
+            api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
+        }
+        api.wgpuComputePassEncoderEnd(pass);
+        api.wgpuComputePassEncoderRelease(pass);
+    }
+    for (size_t i = 0; i < downloads_.size(); ++i) {
+        auto& d = downloads_[i];
+        uint64_t aligned = (d.bytes + 3) & ~uint64_t(3);
+        api.wgpuCommandEncoderCopyBufferToBuffer(encoder, d.src->handle(), d.offset, staging, staging_offsets[i], aligned);
+    }
+    WGPUCommandBuffer commands = api.wgpuCommandEncoderFinish(encoder, nullptr);
+    auto t_submit = std::chrono::steady_clock::now();
+    api.wgpuQueueSubmit(device_.queue_, 1, &commands);
+    api.wgpuCommandBufferRelease(commands);
+    api.wgpuCommandEncoderRelease(encoder);
+    for (auto g : groups) api.wgpuBindGroupRelease(g);
+
+    std::string error;
+    if (staging) {
+        struct Map {
+            bool done = false;
+            WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+            std::string message;
+        } map;
+        WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowProcessEvents;
+        cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* ud, void*) {
+            auto* m = static_cast<Map*>(ud);
+            m->done = true;
+            m->status = status;
+            m->message = view(message);
+        };
+        cb.userdata1 = &map;
+        api.wgpuBufferMapAsync(staging, WGPUMapMode_Read, 0, staging_bytes, cb);
+        while (!map.done) {
+            device_.wait_idle();
+            api.wgpuInstanceProcessEvents(device_.instance_);
+        }
+        if (map.status == WGPUMapAsyncStatus_Success) {
+            auto* base = static_cast<const uint8_t*>(api.wgpuBufferGetConstMappedRange(staging, 0, staging_bytes));
+            for (size_t i = 0; i < downloads_.size(); ++i)
+                std::memcpy(downloads_[i].dst, base + staging_offsets[i], downloads_[i].bytes);
+            api.wgpuBufferUnmap(staging);
+        } else {
+            error = "reading results back: " + map.message;
+        }
+        api.wgpuBufferRelease(staging);
+    } else {
+        device_.wait_idle();
+    }
+    last_run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_submit).count();
+    if (uniforms) api.wgpuBufferRelease(uniforms);
+    dispatches_.clear();
+    downloads_.clear();
+    params_.clear();
+    device_.throw_pending_error("running a window");
+    if (!error.empty()) throw std::runtime_error("webgpu: " + error);
+}
+
+}  // namespace strata::webgpu

@@ -1,0 +1,144 @@
+// One WebGPU device: adapter choice, limits, buffers, a pipeline cache and window recording
+// (every dispatch of a window goes into one command encoder and one submit).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "webgpu/shader_source.h"
+#include "webgpu/wgpu_api.h"
+
+namespace strata::webgpu {
+
+struct DeviceOptions {
+    std::string library;     // path of libwgpu_native (the wheel's wgpu/resources/)
+    std::string shader_dir;  // folder of *.wgsl (installed with the package)
+    // "auto": a real GPU (discrete, then integrated), never a software adapter;
+    // "software": only a CPU adapter (lavapipe), for CI; "any": a GPU if there is one, else software.
+    std::string adapter = "auto";
+    // Upper bound for one weight chunk; 0 = min(max storage binding, 1 GiB). Tests lower it.
+    uint64_t max_chunk_bytes = 0;
+};
+
+struct AdapterInfo {
+    std::string device, vendor, description, backend, type;
+    uint32_t vendor_id = 0, device_id = 0;
+    bool software = false;
+};
+
+struct DeviceLimits {
+    uint64_t max_storage_binding = 0, max_buffer = 0, chunk_bytes = 0;
+    uint32_t max_storage_buffers_per_stage = 0, max_workgroup_storage = 0;
+    uint32_t max_invocations_per_workgroup = 0, max_workgroups_per_dimension = 0;
+    uint32_t min_storage_offset_alignment = 0, min_uniform_offset_alignment = 0;
+};
+
+class Device;
+
+// A storage buffer on the device (released with the last owner).
+class Buffer {
+public:
+    Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size) : api_(api), handle_(handle), size_(size) {}
+    ~Buffer();
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    WGPUBuffer handle() const { return handle_; }
+    uint64_t size() const { return size_; }
+
+private:
+    const WgpuApi& api_;
+    WGPUBuffer handle_;
+    uint64_t size_;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+struct Pipeline {
+    WGPUComputePipeline pipeline = nullptr;
+    WGPUBindGroupLayout layout = nullptr;
+};
+
+// The dispatches of one window, encoded and submitted together by submit().
+class Recorder {
+public:
+    explicit Recorder(Device& device) : device_(device) {}
+    // Binding 0 of the pipeline's group 0 is its uniform parameter block (`params`, padded to 16
+    // bytes); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
+    // entry points of a shared file that use only some bindings).
+    void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
+                  const std::vector<BufferPtr>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
+                  uint32_t groups_z = 1);
+    // After every dispatch of the window: copy `bytes` of `src` from `offset` into `dst` (host).
+    void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
+    // Encodes everything, submits once, waits, and fills the downloads.
+    void submit();
+    // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
+    double last_run_seconds() const { return last_run_seconds_; }
+
+private:
+    struct Dispatch {
+        Pipeline pipeline;
+        size_t params_offset;
+        std::vector<BufferPtr> buffers;
+        uint32_t groups[3];
+    };
+    struct Download {
+        BufferPtr src;
+        uint64_t offset, bytes;
+        void* dst;
+    };
+    Device& device_;
+    std::vector<uint8_t> params_;
+    std::vector<Dispatch> dispatches_;
+    std::vector<Download> downloads_;
+    double last_run_seconds_ = 0;
+};
+
+class Device {
+public:
+    explicit Device(const DeviceOptions& options);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    const AdapterInfo& adapter() const { return adapter_; }
+    const DeviceLimits& limits() const { return limits_; }
+    const WgpuApi& api() const { return api_; }
+    std::string library_version() const { return version_string(api_.version); }
+
+    BufferPtr create_buffer(uint64_t bytes, const char* what);
+    BufferPtr upload(const void* data, uint64_t bytes, const char* what);
+    void write(const BufferPtr& buffer, uint64_t offset, const void* data, uint64_t bytes);
+
+    // Compiled once per (file, entry point, defines).
+    const Pipeline& pipeline(const std::string& file, const std::string& entry,
+                             const ShaderDefines& defines = {});
+
+    Recorder record() { return Recorder(*this); }
+
+private:
+    friend class Recorder;
+    void wait_idle();
+    void map_and_copy(WGPUBuffer staging, uint64_t bytes, const std::vector<std::pair<uint64_t, void*>>& parts,
+                      const std::vector<uint64_t>& sizes);
+    void throw_pending_error(const std::string& context);
+
+    const WgpuApi& api_;
+    DeviceOptions options_;
+    ShaderLibrary shaders_;
+    WGPUInstance instance_ = nullptr;
+    WGPUAdapter adapter_handle_ = nullptr;
+    WGPUDevice device_ = nullptr;
+    WGPUQueue queue_ = nullptr;
+    AdapterInfo adapter_;
+    DeviceLimits limits_;
+    std::map<std::string, Pipeline> pipelines_;
+    std::mutex errors_mutex_;
+    std::string pending_error_;  // filled by the uncaptured-error callback
+    static void on_error(WGPUDevice const*, WGPUErrorType, WGPUStringView, void*, void*);
+};
+
+}  // namespace strata::webgpu

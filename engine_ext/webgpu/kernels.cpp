@@ -1,0 +1,279 @@
+#include "webgpu/kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace strata::webgpu {
+
+namespace {
+
+void need(const BufferPtr& b, uint64_t floats, const char* op, const char* arg) {
+    if (!b) throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " is missing");
+    if (b->size() < floats * 4)
+        throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " holds " +
+                                    std::to_string(b->size() / 4) + " values, needs " + std::to_string(floats));
+}
+
+void check(bool ok, const char* op, const std::string& what) {
+    if (!ok) throw std::invalid_argument(std::string("webgpu ") + op + ": " + what);
+}
+
+uint32_t element_bytes(WeightFormat f) { return f == WeightFormat::F32 ? 4 : 2; }
+
+}  // namespace
+
+WeightFormat parse_weight_format(const std::string& name) {
+    if (name == "f32") return WeightFormat::F32;
+    if (name == "f16") return WeightFormat::F16;
+    if (name == "bf16") return WeightFormat::BF16;
+    throw std::invalid_argument("webgpu: unsupported weight format '" + name + "' (f32, f16, bf16)");
+}
+
+const char* weight_format_name(WeightFormat f) {
+    return f == WeightFormat::F32 ? "f32" : f == WeightFormat::F16 ? "f16" : "bf16";
+}
+
+GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, uint32_t rows, uint32_t cols,
+                        uint64_t row_bytes) {
+    uint64_t packed = uint64_t(cols) * element_bytes(format);
+    check(rows > 0 && cols > 0, "weights", "empty matrix");
+    check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
+    check(format == WeightFormat::F32 || cols % 2 == 0, "weights", "16-bit rows need an even column count");
+    GpuMatrix m;
+    m.format = format;
+    m.rows = rows;
+    m.cols = cols;
+    uint64_t device_row = (packed + 3) & ~uint64_t(3);
+    m.row_words = uint32_t(device_row / 4);
+    uint64_t rows_per_chunk = device.limits().chunk_bytes / device_row;
+    check(rows_per_chunk > 0, "weights", "one row is larger than the binding limit");
+    const auto* src = static_cast<const uint8_t*>(data);
+    std::vector<uint8_t> staging;
+    for (uint64_t row0 = 0; row0 < rows; row0 += rows_per_chunk) {
+        uint32_t n = uint32_t(std::min<uint64_t>(rows_per_chunk, rows - row0));
+        staging.assign(n * device_row, 0);
+        for (uint32_t r = 0; r < n; ++r) std::memcpy(&staging[r * device_row], src + (row0 + r) * row_bytes, packed);
+        m.chunks.push_back({uint32_t(row0), n, device.upload(staging.data(), staging.size(), "weight chunk")});
+    }
+    return m;
+}
+
+const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
+    extra["WG"] = std::to_string(kWorkgroup);
+    return device_.pipeline(file, entry, extra);
+}
+
+uint32_t Kernels::stride_groups(uint64_t n) const {
+    uint64_t groups = (n + kWorkgroup - 1) / kWorkgroup;
+    return uint32_t(std::clamp<uint64_t>(groups, 1, 4096));
+}
+
+void Kernels::matmul(Recorder& r, const BufferPtr& x, uint32_t T, const GpuMatrix& m, const BufferPtr& y) {
+    check(T > 0, "matmul", "no rows");
+    need(x, uint64_t(T) * m.cols, "matmul", "x");
+    need(y, uint64_t(T) * m.rows, "matmul", "y");
+    const char* entry = m.format == WeightFormat::F32 ? "matmul_f32" : m.format == WeightFormat::F16 ? "matmul_f16" : "matmul_bf16";
+    const Pipeline& pl = pipeline("matmul.wgsl", entry, {{"TB", std::to_string(kTokenBlock)}});
+    uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
+    for (auto& c : m.chunks) {
+        uint32_t gx = std::min(c.rows, max_groups);
+        uint32_t gy = (c.rows + gx - 1) / gx;
+        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x; } p{
+            T, m.cols, c.rows, m.row_words, m.cols, m.rows, c.row0, gx};
+        r.dispatch(pl, &p, sizeof p, {x, c.buffer, y}, gx, gy);
+    }
+}
+
+void Kernels::rmsnorm(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& y, uint32_t rows,
+                      uint32_t D, float eps, float weight_offset) {
+    need(x, uint64_t(rows) * D, "rmsnorm", "x");
+    need(w, D, "rmsnorm", "weight");
+    need(y, uint64_t(rows) * D, "rmsnorm", "y");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::rmsnorm_gated(Recorder& r, const BufferPtr& x, const BufferPtr& z, const BufferPtr& w,
+                            const BufferPtr& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
+    need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");
+    need(z, uint64_t(rows) * D, "rmsnorm_gated", "z");
+    need(w, D, "rmsnorm_gated", "weight");
+    need(y, uint64_t(rows) * D, "rmsnorm_gated", "y");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::rotary(Recorder& r, const BufferPtr& x, const BufferPtr& cos_sin, uint32_t T, uint32_t heads,
+                     uint32_t D, uint32_t rot_dim) {
+    check(rot_dim % 2 == 0 && rot_dim <= D && rot_dim > 0, "rotary", "rot_dim must be even, within the head dim");
+    need(x, uint64_t(T) * heads * D, "rotary", "x");
+    need(cos_sin, uint64_t(T) * rot_dim, "rotary", "cos_sin");
+    struct { uint32_t rows, heads, D, half; } p{T * heads, heads, D, rot_dim / 2};
+    r.dispatch(pipeline("rotary.wgsl", "rotary"), &p, sizeof p, {x, cos_sin}, stride_groups(uint64_t(T) * heads * p.half));
+}
+
+void Kernels::embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const GpuMatrix& table, const BufferPtr& y) {
+    need(ids, T, "embedding", "ids");
+    need(y, uint64_t(T) * table.cols, "embedding", "y");
+    const char* entry = table.format == WeightFormat::F32 ? "embedding_f32"
+                        : table.format == WeightFormat::F16 ? "embedding_f16" : "embedding_bf16";
+    const Pipeline& pl = pipeline("embedding.wgsl", entry);
+    for (auto& c : table.chunks) {
+        struct { uint32_t T, D, row_words, row0, rows, ld_out; } p{T, table.cols, table.row_words, c.row0, c.rows, table.cols};
+        r.dispatch(pl, &p, sizeof p, {ids, c.buffer, y}, stride_groups(uint64_t(T) * table.cols));
+    }
+}
+
+void Kernels::elementwise(Recorder& r, const std::string& op, const BufferPtr& a, const BufferPtr& b,
+                          const BufferPtr& y, uint32_t n, float s, uint32_t bias_len) {
+    static const char* binary[] = {"add", "add_scaled", "swiglu", "sigmoid_mul", "bias_add"};
+    static const char* unary[] = {"scale", "silu"};
+    bool is_binary = std::find(std::begin(binary), std::end(binary), op) != std::end(binary);
+    bool is_unary = std::find(std::begin(unary), std::end(unary), op) != std::end(unary);
+    check(is_binary || is_unary, "elementwise", "unknown op '" + op + "'");
+    need(a, n, op.c_str(), "a");
+    uint32_t m = op == "bias_add" ? bias_len : n;
+    check(op != "bias_add" || (m > 0 && n % m == 0), "bias_add", "bias length must divide n");
+    if (is_binary) need(b, m, op.c_str(), "b");
+    need(y, n, op.c_str(), "y");
+    struct { uint32_t n; float s; uint32_t m; } p{n, s, m};
+    std::string entry = op == "silu" ? "silu_op" : op;
+    r.dispatch(pipeline("elementwise.wgsl", entry), &p, sizeof p, {a, is_binary ? b : nullptr, y}, stride_groups(n));
+}
+
+void Kernels::router_topk(Recorder& r, const BufferPtr& logits, const BufferPtr& ids, const BufferPtr& weights,
+                          uint32_t T, uint32_t E, uint32_t k, bool renormalize) {
+    check(E > 0 && E <= kMaxExperts, "router_topk", "expert count " + std::to_string(E) + " outside 1.." + std::to_string(kMaxExperts));
+    check(k > 0 && k <= E, "router_topk", "top-k " + std::to_string(k) + " outside 1..E");
+    check(T <= device_.limits().max_workgroups_per_dimension, "router_topk", "too many rows in one window");
+    need(logits, uint64_t(T) * E, "router_topk", "logits");
+    need(ids, uint64_t(T) * k, "router_topk", "ids");
+    need(weights, uint64_t(T) * k, "router_topk", "weights");
+    struct { uint32_t T, E, k, renorm; } p{T, E, k, renormalize ? 1u : 0u};
+    r.dispatch(pipeline("router.wgsl", "router_topk", {{"MAX_E", std::to_string(kMaxExperts)}}), &p, sizeof p,
+               {logits, ids, weights}, T);
+}
+
+void Kernels::kv_write(Recorder& r, const BufferPtr& k, const BufferPtr& v, const BufferPtr& k_cache,
+                       const BufferPtr& v_cache, uint32_t T, uint32_t row, uint32_t pos0) {
+    need(k, uint64_t(T) * row, "kv_write", "k");
+    need(v, uint64_t(T) * row, "kv_write", "v");
+    need(k_cache, uint64_t(pos0 + T) * row, "kv_write", "k_cache");
+    need(v_cache, uint64_t(pos0 + T) * row, "kv_write", "v_cache");
+    struct { uint32_t T, row, pos0; } p{T, row, pos0};
+    r.dispatch(pipeline("kv_cache.wgsl", "kv_write"), &p, sizeof p, {k, v, k_cache, v_cache}, stride_groups(uint64_t(T) * row));
+}
+
+void Kernels::attention(Recorder& r, const BufferPtr& q, const BufferPtr& k_cache, const BufferPtr& v_cache,
+                        const BufferPtr& scores, const BufferPtr& out, uint32_t T, uint32_t Hq, uint32_t Hk,
+                        uint32_t D, uint32_t pos0, float scale) {
+    check(Hk > 0 && Hq % Hk == 0, "attention", "query heads must be a multiple of kv heads");
+    uint32_t ctx = pos0 + T;
+    need(q, uint64_t(T) * Hq * D, "attention", "q");
+    need(k_cache, uint64_t(ctx) * Hk * D, "attention", "k_cache");
+    need(v_cache, uint64_t(ctx) * Hk * D, "attention", "v_cache");
+    need(scores, uint64_t(T) * Hq * ctx, "attention", "scores");
+    need(out, uint64_t(T) * Hq * D, "attention", "out");
+    struct { uint32_t T, Hq, Hk, D, pos0, ctx; float scale; } p{T, Hq, Hk, D, pos0, ctx, scale};
+    r.dispatch(pipeline("attention.wgsl", "attention"), &p, sizeof p, {q, k_cache, v_cache, scores, out}, Hq, T);
+}
+
+void Kernels::gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& g,
+                         const BufferPtr& beta, const BufferPtr& state, const BufferPtr& out, uint32_t T,
+                         uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale) {
+    check(Hk > 0 && Hv % Hk == 0, "gdn", "value heads must be a multiple of key heads");
+    check(Dk > 0 && Dk <= 256, "gdn", "key head dim " + std::to_string(Dk) + " outside 1..256");
+    check(commit_rows <= T, "gdn", "commit_rows above T");
+    need(q, uint64_t(T) * Hk * Dk, "gdn", "q");
+    need(k, uint64_t(T) * Hk * Dk, "gdn", "k");
+    need(v, uint64_t(T) * Hv * Dv, "gdn", "v");
+    need(g, uint64_t(T) * Hv, "gdn", "g");
+    need(beta, uint64_t(T) * Hv, "gdn", "beta");
+    need(state, uint64_t(Hv) * Dk * Dv, "gdn", "state");
+    need(out, uint64_t(T) * Hv * Dv, "gdn", "out");
+    struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, commit_rows, scale, 1e-6f};
+    r.dispatch(pipeline("gdn.wgsl", "gdn_window", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
+               {q, k, v, g, beta, state, out}, Hv);
+}
+
+void Kernels::causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& hist,
+                          const BufferPtr& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows) {
+    check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
+    check(commit_rows <= T, "causal_conv", "commit_rows above T");
+    need(x, uint64_t(T) * C, "causal_conv", "x");
+    need(w, uint64_t(C) * Kc, "causal_conv", "weight");
+    need(hist, uint64_t(C) * (Kc - 1), "causal_conv", "history");
+    need(y, uint64_t(T) * C, "causal_conv", "y");
+    struct { uint32_t T, C, Kc, commit; } p{T, C, Kc, commit_rows};
+    r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
+}
+
+void Kernels::gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_t src_rows, const BufferPtr& ids,
+                     uint32_t n, uint32_t cols, const BufferPtr& y, uint32_t ld_out) {
+    check(cols <= ld_src && cols <= ld_out, "gather", "cols wider than a row");
+    need(src, uint64_t(src_rows) * ld_src, "gather", "src");
+    need(ids, n, "gather", "ids");
+    need(y, uint64_t(n) * ld_out, "gather", "dst");
+    struct { uint32_t T, D, row_words, row0, rows, ld_out; } p{n, cols, ld_src, 0, src_rows, ld_out};
+    r.dispatch(pipeline("embedding.wgsl", "gather_f32"), &p, sizeof p, {ids, src, y}, stride_groups(uint64_t(n) * cols));
+}
+
+void Kernels::gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b, const BufferPtr& a, uint32_t ld_ba,
+                         const BufferPtr& A, const BufferPtr& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv,
+                         uint32_t Dk, uint32_t Dv, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v,
+                         const BufferPtr& decay, const BufferPtr& beta) {
+    uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
+    check(ld_ba >= Hv, "gdn_inputs", "b/a row stride below the value heads");
+    need(conv, T * conv_dim, "gdn_inputs", "conv");
+    need(b, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "b");
+    need(a, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "a");
+    need(A, Hv, "gdn_inputs", "A");
+    need(dt_bias, Hv, "gdn_inputs", "dt_bias");
+    need(q, uint64_t(T) * Hk * Dk, "gdn_inputs", "q");
+    need(k, uint64_t(T) * Hk * Dk, "gdn_inputs", "k");
+    need(v, uint64_t(T) * Hv * Dv, "gdn_inputs", "v");
+    need(decay, uint64_t(T) * Hv, "gdn_inputs", "decay");
+    need(beta, uint64_t(T) * Hv, "gdn_inputs", "beta");
+    struct { uint32_t T, Hk, Hv, Dk, Dv, ld_ba; } p{T, Hk, Hv, Dk, Dv, ld_ba};
+    r.dispatch(pipeline("gdn_inputs.wgsl", "gdn_inputs"), &p, sizeof p, {conv, b, a, A, dt_bias, q, k, v, decay, beta},
+               stride_groups(uint64_t(T) * Hv * Dv));
+}
+
+void Kernels::gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, const BufferPtr& q, const BufferPtr& k,
+                       const BufferPtr& v, const BufferPtr& decay, const BufferPtr& beta, const BufferPtr& out,
+                       uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv) {
+    check(Hk > 0 && Hv % Hk == 0, "gdn_step", "value heads must be a multiple of key heads");
+    check(Dk > 0 && Dk <= 256, "gdn_step", "key head dim " + std::to_string(Dk) + " outside 1..256");
+    need(S0, uint64_t(Hv) * Dk * Dv, "gdn_step", "S0");
+    need(S, uint64_t(Hv) * Dk * Dv, "gdn_step", "S");
+    need(q, uint64_t(T) * Hk * Dk, "gdn_step", "q");
+    need(k, uint64_t(T) * Hk * Dk, "gdn_step", "k");
+    need(v, uint64_t(T) * Hv * Dv, "gdn_step", "v");
+    need(decay, uint64_t(T) * Hv, "gdn_step", "decay");
+    need(beta, uint64_t(T) * Hv, "gdn_step", "beta");
+    need(out, uint64_t(T) * Hv * Dv, "gdn_step", "out");
+    struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, T, 1.0f, 0.0f};
+    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
+               {q, k, v, decay, beta, S, out, S0}, Hv);
+}
+
+void Kernels::moe_combine(Recorder& r, const BufferPtr& D, uint32_t d_rows, const BufferPtr& slot, const BufferPtr& w,
+                          uint32_t T, uint32_t k, uint32_t H, const BufferPtr& shared, const BufferPtr& shared_gate,
+                          const BufferPtr& out) {
+    need(D, uint64_t(d_rows) * H, "moe_combine", "D");
+    need(slot, uint64_t(T) * k, "moe_combine", "slot");
+    need(w, uint64_t(T) * k, "moe_combine", "w");
+    need(out, uint64_t(T) * H, "moe_combine", "out");
+    if (shared) {
+        need(shared, uint64_t(T) * H, "moe_combine", "shared");
+        need(shared_gate, T, "moe_combine", "shared_gate");
+    }
+    struct { uint32_t T, k, H, has_shared; } p{T, k, H, shared ? 1u : 0u};
+    r.dispatch(pipeline("moe.wgsl", "moe_combine"), &p, sizeof p,
+               {D, slot, w, shared ? shared : D, shared ? shared_gate : w, out}, stride_groups(uint64_t(T) * H));
+}
+
+}  // namespace strata::webgpu

@@ -1,0 +1,63 @@
+#include "webgpu/shader_source.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace strata::webgpu {
+
+namespace {
+
+// Lines naga refuses: the `enable` directives for extensions it turns on from device features.
+bool naga_drops(const std::string& line) {
+    std::string trimmed = line.substr(0, line.find("//"));
+    std::string compact;
+    for (char c : trimmed)
+        if (c != ' ' && c != '\t' && c != '\r') compact += c;
+    return compact == "enablesubgroups;";
+}
+
+}  // namespace
+
+std::string preprocess_wgsl(const std::string& source, const std::string& file,
+                            const ShaderDefines& defines, ShaderDialect dialect) {
+    std::string substituted;
+    substituted.reserve(source.size());
+    size_t pos = 0;
+    while (true) {
+        size_t open = source.find("{{", pos);
+        if (open == std::string::npos) {
+            substituted.append(source, pos, std::string::npos);
+            break;
+        }
+        size_t close = source.find("}}", open + 2);
+        if (close == std::string::npos) throw std::runtime_error(file + ": unterminated '{{' placeholder");
+        std::string name = source.substr(open + 2, close - open - 2);
+        auto it = defines.find(name);
+        if (it == defines.end()) throw std::runtime_error(file + ": no value for placeholder {{" + name + "}}");
+        substituted.append(source, pos, open - pos);
+        substituted += it->second;
+        pos = close + 2;
+    }
+    if (dialect == ShaderDialect::Dawn) return substituted;
+    std::istringstream lines(substituted);
+    std::string line, out;
+    while (std::getline(lines, line)) {
+        if (naga_drops(line)) line = "// (naga) " + line;
+        out += line;
+        out += '\n';
+    }
+    return out;
+}
+
+std::string ShaderLibrary::load(const std::string& file, const ShaderDefines& defines,
+                                ShaderDialect dialect) const {
+    std::string path = dir_ + "/" + file;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read shader " + path + " (is strata installed with its shaders/?)");
+    std::stringstream text;
+    text << in.rdbuf();
+    return preprocess_wgsl(text.str(), path, defines, dialect);
+}
+
+}  // namespace strata::webgpu

@@ -1,0 +1,71 @@
+// Causal attention of a window over the KV cache: row t (position pos0 + t) of query head h
+// attends to cells 0 ..= pos0 + t of kv head h / (Hq / Hk). One workgroup per (row, head):
+// scores by cell in a fixed strided order, max and sum by a fixed tree, and each output dim
+// sums the cells in order, so a row depends only on its position and the cache.
+struct Params {
+    T: u32,
+    Hq: u32,
+    Hk: u32,
+    D: u32,
+    pos0: u32,
+    ctx: u32,     // score scratch stride (>= pos0 + T)
+    scale: f32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(3) var<storage, read> v_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+const WG: u32 = {{WG}}u;
+var<workgroup> red: array<f32, WG>;
+
+@compute @workgroup_size({{WG}})
+fn attention(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let h = wid.x;
+    let t = wid.y;
+    let kvh = h / (p.Hq / p.Hk);
+    let n = p.pos0 + t + 1u;
+    let qbase = (t * p.Hq + h) * p.D;
+    let sbase = (t * p.Hq + h) * p.ctx;
+    let cell = p.Hk * p.D;
+
+    var m = -3.4e38;
+    for (var c = lid; c < n; c += WG) {
+        let kbase = c * cell + kvh * p.D;
+        var qk = 0.0;
+        for (var d = 0u; d < p.D; d++) { qk = qk + q[qbase + d] * k_cache[kbase + d]; }
+        let s = qk * p.scale;
+        scores[sbase + c] = s;
+        m = max(m, s);
+    }
+    red[lid] = m;
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    }
+    workgroupBarrier();
+    m = red[0];
+    workgroupBarrier();
+    var acc = 0.0;
+    for (var c = lid; c < n; c += WG) {
+        let e = exp(scores[sbase + c] - m);
+        scores[sbase + c] = e;
+        acc = acc + e;
+    }
+    red[lid] = acc;
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lid < s) { red[lid] = red[lid] + red[lid + s]; }
+    }
+    storageBarrier();
+    workgroupBarrier();
+    let inv = 1.0 / red[0];
+    for (var d = lid; d < p.D; d += WG) {
+        var o = 0.0;
+        for (var c = 0u; c < n; c++) { o = o + scores[sbase + c] * v_cache[c * cell + kvh * p.D + d]; }
+        out[qbase + d] = o * inv;
+    }
+}

@@ -1,0 +1,41 @@
+// Causal depthwise conv (kernel Kc) with SiLU over a window, per channel, reading the last
+// Kc-1 committed inputs from `hist` ([Kc-1][C], oldest first). hist advances over the first `commit_rows` rows only
+// (0 = leave it), so rejected rows leave no trace. One thread per channel, taps in order.
+struct Params {
+    T: u32,
+    C: u32,
+    Kc: u32,
+    commit_rows: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hist: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const MAX_H: u32 = 8u;  // Kc - 1 at most (checked on the host)
+
+// Input i of the sequence hist ++ x, with i counted from the start of hist.
+fn input_at(c: u32, i: u32) -> f32 {
+    let hl = p.Kc - 1u;
+    if (i < hl) { return hist[i * p.C + c]; }
+    return x[(i - hl) * p.C + c];
+}
+
+@compute @workgroup_size({{WG}})
+fn causal_conv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
+    let hl = p.Kc - 1u;
+    for (var c = gid.x; c < p.C; c += ng.x * WG) {
+        for (var t = 0u; t < p.T; t++) {
+            var acc = 0.0;
+            for (var j = 0u; j < p.Kc; j++) { acc = acc + w[c * p.Kc + j] * input_at(c, t + j); }
+            y[t * p.C + c] = acc / (1.0 + exp(-acc));
+        }
+        if (p.commit_rows > 0u) {
+            var next: array<f32, MAX_H>;
+            for (var j = 0u; j < hl; j++) { next[j] = input_at(c, p.commit_rows + j); }
+            for (var j = 0u; j < hl; j++) { hist[j * p.C + c] = next[j]; }
+        }
+    }
+}

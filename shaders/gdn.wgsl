@@ -1,0 +1,99 @@
+// Gated DeltaNet recurrence for a window, per value head h (key head h / (Hv / Hk)):
+//   q, k L2-normalised (q also scaled), S <- exp(g) S, delta = beta (v - S^T k),
+//   S <- S + k delta^T, o = S^T q.
+// The committed state S is read, never written, except that the state after `commit_rows`
+// rows is stored back (0 = leave it, the T > 1 verification run; T = the decode step).
+// A thread owns whole columns of S and walks the rows in order, so row t depends only on the
+// committed state and rows 0..t.
+struct Params {
+    T: u32,
+    Hk: u32,
+    Hv: u32,
+    Dk: u32,
+    Dv: u32,
+    commit_rows: u32,
+    scale: f32,
+    eps: f32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> g: array<f32>;
+@group(0) @binding(5) var<storage, read> beta: array<f32>;
+@group(0) @binding(6) var<storage, read_write> state: array<f32>;
+@group(0) @binding(7) var<storage, read_write> out: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const DK: u32 = {{DK}}u;
+
+@compute @workgroup_size({{WG}})
+fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let kh = h / (p.Hv / p.Hk);
+    let sbase = h * DK * p.Dv;
+    for (var col = lid3.x; col < p.Dv; col += WG) {
+        var s: array<f32, DK>;
+        for (var i = 0u; i < DK; i++) { s[i] = state[sbase + i * p.Dv + col]; }
+        for (var t = 0u; t < p.T; t++) {
+            let kb = (t * p.Hk + kh) * DK;
+            var qq = 0.0;
+            var kk = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                qq = qq + q[kb + i] * q[kb + i];
+                kk = kk + k[kb + i] * k[kb + i];
+            }
+            let qn = p.scale / sqrt(qq + p.eps);
+            let kn = 1.0 / sqrt(kk + p.eps);
+            let decay = exp(g[t * p.Hv + h]);
+            var kv = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] * decay;
+                kv = kv + s[i] * (k[kb + i] * kn);
+            }
+            let delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h];
+            var o = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] + (k[kb + i] * kn) * delta;
+                o = o + s[i] * (q[kb + i] * qn);
+            }
+            out[(t * p.Hv + h) * p.Dv + col] = o;
+            if (t + 1u == p.commit_rows) {
+                for (var i = 0u; i < DK; i++) { state[sbase + i * p.Dv + col] = s[i]; }
+            }
+        }
+    }
+}
+
+// The engine's step: q (already L2-normalised and scaled) and k (normalised) come from
+// gdn_inputs, `decay` is exp(g). Row 0 reads S0, every row updates S (state after all rows).
+// Same per-column order as gdn_window.
+@group(0) @binding(8) var<storage, read> s0: array<f32>;
+
+@compute @workgroup_size({{WG}})
+fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let h = wid.x;
+    let kh = h / (p.Hv / p.Hk);
+    let sbase = h * DK * p.Dv;
+    for (var col = lid3.x; col < p.Dv; col += WG) {
+        var s: array<f32, DK>;
+        for (var i = 0u; i < DK; i++) { s[i] = s0[sbase + i * p.Dv + col]; }
+        for (var t = 0u; t < p.T; t++) {
+            let kb = (t * p.Hk + kh) * DK;
+            let decay = g[t * p.Hv + h];
+            var kv = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] * decay;
+                kv = kv + s[i] * k[kb + i];
+            }
+            let delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h];
+            var o = 0.0;
+            for (var i = 0u; i < DK; i++) {
+                s[i] = s[i] + k[kb + i] * delta;
+                o = o + s[i] * q[kb + i];
+            }
+            out[(t * p.Hv + h) * p.Dv + col] = o;
+        }
+        for (var i = 0u; i < DK; i++) { state[sbase + i * p.Dv + col] = s[i]; }
+    }
+}

@@ -1,0 +1,110 @@
+// y[t][col0 + n] = dot(x[t], W[n]) for one chunk of weight rows, weights f32 / f16 / bf16.
+// Batch invariance: a workgroup owns one weight row; thread `lid` sums the k = lid, lid+WG, ...
+// terms of every token in a fixed order, then a fixed tree over the WG partials. Tokens are
+// processed in blocks of TB with the same code path whatever T, so y[t] never depends on T.
+struct Params {
+    T: u32,          // rows of x
+    K: u32,          // reduction length (columns of W)
+    N: u32,          // weight rows in this chunk
+    row_words: u32,  // u32 words per weight row (row_bytes / 4)
+    x_stride: u32,   // floats between rows of x
+    y_stride: u32,   // floats between rows of y
+    col0: u32,       // first output column of this chunk
+    groups_x: u32,   // workgroups along x (weight row = wid.y * groups_x + wid.x)
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const TB: u32 = {{TB}}u;
+var<workgroup> partial: array<f32, WG * TB>;
+
+fn x_at(t: u32, k: u32) -> f32 {
+    if (t < p.T) { return x[t * p.x_stride + k]; }
+    return 0.0;
+}
+
+fn bf16_pair(word: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+
+// Fixed-order tree over the WG partials of each token of the block, then one write per token.
+fn reduce_and_store(lid: u32, n: u32, t0: u32) {
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lid < s) {
+            for (var j = 0u; j < TB; j++) {
+                partial[lid * TB + j] = partial[lid * TB + j] + partial[(lid + s) * TB + j];
+            }
+        }
+    }
+    workgroupBarrier();
+    if (lid < TB && t0 + lid < p.T) {
+        y[(t0 + lid) * p.y_stride + p.col0 + n] = partial[lid];
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size({{WG}})
+fn matmul_f32(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let n = wid.y * p.groups_x + wid.x;
+    if (n >= p.N) { return; }
+    let base = n * p.row_words;
+    for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
+        for (var k = lid; k < p.K; k += WG) {
+            let wk = bitcast<f32>(w[base + k]);
+            for (var j = 0u; j < TB; j++) { acc[j] = acc[j] + wk * x_at(t0 + j, k); }
+        }
+        for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
+        reduce_and_store(lid, n, t0);
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn matmul_f16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let n = wid.y * p.groups_x + wid.x;
+    if (n >= p.N) { return; }
+    let base = n * p.row_words;
+    let pairs = p.K / 2u;  // K is even for 16-bit formats (checked on the host)
+    for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
+        for (var i = lid; i < pairs; i += WG) {
+            let wv = unpack2x16float(w[base + i]);
+            for (var j = 0u; j < TB; j++) {
+                acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
+                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
+            }
+        }
+        for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
+        reduce_and_store(lid, n, t0);
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn matmul_bf16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let n = wid.y * p.groups_x + wid.x;
+    if (n >= p.N) { return; }
+    let base = n * p.row_words;
+    let pairs = p.K / 2u;
+    for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        var acc: array<f32, TB>;
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
+        for (var i = lid; i < pairs; i += WG) {
+            let wv = bf16_pair(w[base + i]);
+            for (var j = 0u; j < TB; j++) {
+                acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
+                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
+            }
+        }
+        for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
+        reduce_and_store(lid, n, t0);
+    }
+}

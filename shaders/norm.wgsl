@@ -1,0 +1,56 @@
+// RMSNorm over rows of length D: y = x / sqrt(mean(x^2) + eps) * (w + weight_offset), and the
+// gated form y = x / sqrt(mean(x^2) + eps) * w * silu(z). One workgroup per row; the sum of
+// squares is a per-thread strided sum plus a fixed tree, so a row never depends on the others.
+struct Params {
+    rows: u32,
+    D: u32,
+    eps: f32,
+    weight_offset: f32,  // 1.0 for Qwen3-Next's (1 + w) norms, 0.0 otherwise
+    groups_x: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> z: array<f32>;
+
+const WG: u32 = {{WG}}u;
+var<workgroup> red: array<f32, WG>;
+
+fn inv_rms(lid: u32, base: u32) -> f32 {
+    var acc = 0.0;
+    for (var d = lid; d < p.D; d += WG) {
+        let v = x[base + d];
+        acc = acc + v * v;
+    }
+    red[lid] = acc;
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lid < s) { red[lid] = red[lid] + red[lid + s]; }
+    }
+    workgroupBarrier();
+    return 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
+}
+
+@compute @workgroup_size({{WG}})
+fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row = wid.y * p.groups_x + wid.x;
+    if (row >= p.rows) { return; }
+    let base = row * p.D;
+    let inv = inv_rms(lid3.x, base);
+    for (var d = lid3.x; d < p.D; d += WG) {
+        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn rmsnorm_gated(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row = wid.y * p.groups_x + wid.x;
+    if (row >= p.rows) { return; }
+    let base = row * p.D;
+    let inv = inv_rms(lid3.x, base);
+    for (var d = lid3.x; d < p.D; d += WG) {
+        let g = z[base + d];
+        y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
+    }
+}

@@ -1,0 +1,99 @@
+"""`strata info --gpu`: adapter, driver and limits, and the one-line errors around it."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from strata.cli import app
+from strata.cli.runner import run_app
+from webgpu_helpers import open_test_device
+
+
+@pytest.fixture(autouse=True)
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_DEBUG", "0")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as info:
+        run_app(app, list(args))
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_info_gpu_shows_adapter_and_limits(capsys):
+    dev = open_test_device()
+    expected = dev.info()
+    code, out, _ = run(capsys, "info", "--gpu", "any")
+    assert code == 0
+    assert expected["device"] in out
+    assert "binding max" in out and "chunks of" in out
+    code, out, _ = run(capsys, "info", "--gpu", "any", "--json")
+    data = json.loads(out)["webgpu"]
+    assert data["limits"]["max_storage_binding"] == expected["limits"]["max_storage_binding"]
+    assert data["backend"] == expected["backend"]
+
+
+def test_info_gpu_auto_refuses_software_adapter_in_one_line(capsys):
+    dev = open_test_device()
+    code, out, err = run(capsys, "info", "--gpu", "auto")
+    if dev.info()["software"]:
+        assert code != 0
+        lines = [line for line in err.splitlines() if line.startswith("strata:")]
+        assert len(lines) == 1 and "no GPU adapter" in lines[0] and "install" in lines[0]
+        assert "Traceback" not in err
+    else:
+        assert code == 0
+
+
+def test_info_needs_model_or_gpu(capsys):
+    code, _, err = run(capsys, "info")
+    assert code != 0 and "needs a MODEL" in err
+
+
+def test_info_gpu_bad_choice(capsys):
+    code, _, err = run(capsys, "info", "--gpu", "nvidia")
+    assert code != 0 and "unknown adapter choice 'nvidia'" in err
+
+
+def _run_tokens(capsys, *extra):
+    code, out, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "def add(a, b):", "--max-new", "6",
+                         "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)["tokens"]
+
+
+def test_run_backend_webgpu_greedy_tokens_match_cpu_and_drafting_is_lossless(capsys):
+    open_test_device()
+    cpu = _run_tokens(capsys, "--backend", "cpu")
+    assert _run_tokens(capsys, "--backend", "webgpu") == cpu
+    assert _run_tokens(capsys, "--backend", "webgpu", "--draft", "none") == cpu
+
+
+def test_backend_auto_takes_webgpu_only_on_a_real_gpu():
+    from strata.webgpu import resolve_backend
+
+    dev = open_test_device()
+    assert resolve_backend("auto") == ("cpu" if dev.info()["software"] else "webgpu")
+    assert resolve_backend("cpu") == "cpu" and resolve_backend("webgpu") == "webgpu"
+
+
+def test_run_rejects_unknown_backend(capsys):
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--backend", "metal")
+    assert code != 0 and "--backend must be cpu or webgpu or auto, not 'metal'" in err
+
+
+def test_backend_webgpu_without_a_usable_adapter_is_one_line(capsys, monkeypatch):
+    dev = open_test_device()
+    if not dev.info()["software"]:
+        pytest.skip("this machine has a real GPU: the forced 'auto' adapter choice would succeed")
+    monkeypatch.setenv("STRATA_WEBGPU_ADAPTER", "auto")  # a real GPU only: none here
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
+    lines = [line for line in err.splitlines() if line.startswith("strata:")]
+    assert code != 0 and len(lines) == 1
+    assert "--backend webgpu: webgpu: no GPU adapter" in lines[0] and "internal error" not in lines[0]

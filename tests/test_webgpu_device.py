@@ -1,0 +1,124 @@
+"""The WebGPU device layer: library loading and version check, adapter choice (auto never
+takes a software adapter), limits and weight chunking, the WGSL preprocessor, shipped shaders."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strata import StrataError
+from webgpu_helpers import open_test_device
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def native():
+    from strata import webgpu
+
+    try:
+        return webgpu.native_module()
+    except StrataError as exc:
+        pytest.skip(f"no WebGPU in this build: {exc}")
+
+
+def test_preprocessor_substitutes_defines_and_drops_naga_only_directives(native):
+    src = "enable subgroups;\nenable f16;\n@workgroup_size({{WG}}) fn f() {}\n"
+    naga = native.preprocess_wgsl(src, {"WG": "64"}, "naga")
+    dawn = native.preprocess_wgsl(src, {"WG": "64"}, "dawn")
+    assert "@workgroup_size(64)" in naga and "@workgroup_size(64)" in dawn
+    assert "\nenable f16;" in naga
+    assert not any(line.strip() == "enable subgroups;" for line in naga.splitlines())
+    assert dawn.startswith("enable subgroups;")
+
+
+def test_preprocessor_names_a_missing_define(native):
+    with pytest.raises(RuntimeError, match=r"no value for placeholder \{\{TB\}\}"):
+        native.preprocess_wgsl("const TB = {{TB}}u;", {}, "naga")
+    with pytest.raises(RuntimeError, match="unterminated"):
+        native.preprocess_wgsl("const TB = {{TB", {"TB": "8"}, "naga")
+
+
+def test_missing_library_is_one_line_error(native, tmp_path):
+    # a fresh process: the library table is loaded once per process
+    code = (
+        "import strata.webgpu as w\n"
+        "try:\n    w.open_device('any')\n"
+        "except Exception as e:\n    print(type(e).__name__, '|', e)\n"
+    )
+    env = {**__import__("os").environ, "STRATA_WGPU_LIBRARY": str(tmp_path / "libnothing.so")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    line = out.stdout.strip()
+    assert line.startswith("StrataError | cannot load wgpu-native library"), out.stdout + out.stderr
+    assert "pip install wgpu==0.32.0" in line and "\n" not in line
+
+
+def test_library_version_is_checked(native):
+    from strata import webgpu
+
+    assert native.library_version(str(webgpu.library_path())).startswith("29.0.")
+
+
+def test_unknown_adapter_choice(native):
+    from strata import webgpu
+
+    with pytest.raises(StrataError, match="unknown adapter choice 'gpu0'"):
+        webgpu.open_device("gpu0")
+
+
+def test_auto_never_takes_a_software_adapter(native):
+    from strata import webgpu
+
+    try:
+        dev = webgpu.open_device("auto")
+    except StrataError as exc:
+        msg = str(exc)
+        assert "\n" not in msg
+        assert "no GPU adapter" in msg or "no adapter found" in msg
+        assert "install" in msg  # says what to install
+    else:
+        assert dev.info()["software"] is False
+
+
+def test_info_reports_adapter_and_limits():
+    dev = open_test_device()
+    info = dev.info()
+    assert info["backend"] in ("vulkan", "metal", "d3d12")
+    assert info["device"]
+    assert info["wgpu_native"].startswith("29.0.")
+    lim = info["limits"]
+    assert lim["max_storage_binding"] >= 128 << 20  # the WebGPU default, lavapipe's value
+    assert lim["chunk_bytes"] == min(lim["max_storage_binding"], lim["max_buffer"], 1 << 30) // 256 * 256
+
+
+def test_software_choice_finds_lavapipe_when_installed():
+    dev = open_test_device()
+    if not dev.info()["software"]:
+        pytest.skip("this machine's adapter is a real GPU")
+    from strata import webgpu
+
+    assert webgpu.open_device("software").info()["adapter_type"] == "cpu"
+
+
+def test_chunk_limit_override():
+    dev = open_test_device(max_chunk_bytes=1000)
+    assert dev.info()["limits"]["chunk_bytes"] == 768  # rounded down to 256 bytes
+    w = np.arange(40 * 16, dtype=np.float32).reshape(40, 16)  # 64 bytes a row: 12 rows a chunk
+    y, chunks = dev.matmul(np.ones((1, 16), np.float32), w, "f32")
+    assert chunks == 4
+    np.testing.assert_array_equal(y[0], w.sum(1))
+
+
+def test_every_shader_is_one_op_family_with_a_fixed_workgroup():
+    shaders = sorted((ROOT / "shaders").glob("*.wgsl"))
+    assert {p.stem for p in shaders} >= {
+        "matmul", "norm", "rotary", "embedding", "elementwise", "router", "kv_cache", "attention", "gdn", "conv",
+    }
+    for p in shaders:
+        text = p.read_text()
+        for line in text.splitlines():
+            if "@workgroup_size(" in line:
+                assert "@workgroup_size({{WG}})" in line, f"{p.name}: {line.strip()}"

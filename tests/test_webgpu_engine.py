@@ -1,0 +1,83 @@
+"""The engine end to end on the webgpu backend (lavapipe in CI): logits against the CPU
+backend with a written tolerance, and the window contract on the GPU: every row of a window
+bit-identical to serial one-token decoding, with forced rejections."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import strata
+from strata.testing.devmodel import write_random_model
+from webgpu_helpers import open_test_device
+
+# max |gpu - cpu| / max|cpu| over the logits of a 12-token prefill, measured on lavapipe:
+# 1.8e-6 (qwen3_next f32), 3.2e-6 (qwen3_5_moe f32), 3.3e-7 (qwen3_moe f32), 3.3e-6 (qwen3_next
+# bf16); the bound is ~10x the largest.
+LOGITS_REL = 3e-5
+
+
+@pytest.fixture(scope="module", autouse=True)
+def adapter():
+    open_test_device()  # skips the module when this machine has no WebGPU adapter
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("webgpu_models")
+    return {
+        (arch, dtype): write_random_model(root / f"{arch}-{dtype}", arch, seed=3, dtype=dtype)
+        for arch, dtype in [("qwen3_next", "float32"), ("qwen3_5_moe", "float32"), ("qwen3_moe", "float32"),
+                            ("qwen3_next", "bfloat16")]
+    }
+
+
+@pytest.mark.parametrize("arch,dtype", [("qwen3_next", "float32"), ("qwen3_5_moe", "float32"),
+                                        ("qwen3_moe", "float32"), ("qwen3_next", "bfloat16")])
+def test_logits_match_cpu_backend(models, arch, dtype):
+    path = models[(arch, dtype)]
+    ids = np.random.default_rng(0).integers(0, 512, 12)
+    cpu = strata.load(path, threads=1)
+    gpu = strata.load(path, threads=1, backend="webgpu")
+    assert gpu.backend == "webgpu"
+    ref, out = cpu.run(ids), gpu.run(ids)
+    assert np.abs(out - ref).max() <= LOGITS_REL * np.abs(ref).max()
+    cpu.commit(len(ids))
+    gpu.commit(len(ids))
+    ref, out = cpu.run([7, 8, 9]), gpu.run([7, 8, 9])
+    assert np.abs(out - ref).max() <= LOGITS_REL * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5_moe"])
+def test_window_rows_equal_serial_decode_with_rejections(models, arch):
+    path = models[(arch, "float32")]
+    prompt = [3, 14, 15, 92, 65, 35]
+    serial = strata.load(path, threads=1, backend="webgpu")
+    windowed = strata.load(path, threads=1, backend="webgpu")
+    serial.run(prompt)
+    serial.commit(len(prompt))
+    windowed.run(prompt)
+    windowed.commit(len(prompt))
+    # windows with drafts, each only partly accepted (forced rejections), then a full accept
+    for window, keep in [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]:
+        logits = windowed.run(window)
+        windowed.commit(keep)
+        for t in range(keep):
+            one = serial.run([window[t]])
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
+def test_greedy_tokens_agree_with_cpu(models):
+    path = models[("qwen3_next", "float32")]
+    cpu = strata.load(path, threads=1)
+    gpu = strata.load(path, threads=1, backend="webgpu")
+    ids = [1, 2, 3, 4]
+    cpu_tokens, gpu_tokens = [], []
+    for eng, out in ((cpu, cpu_tokens), (gpu, gpu_tokens)):
+        tok = int(np.argmax(eng.run(ids)[-1]))
+        eng.commit(len(ids))
+        for _ in range(8):
+            out.append(tok)
+            tok = int(np.argmax(eng.run([tok])[0]))
+            eng.commit(1)
+    assert gpu_tokens == cpu_tokens
