@@ -71,15 +71,18 @@ fn matmul_f16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
     let n = wid.y * p.groups_x + wid.x;
     if (n >= p.N) { return; }
     let base = n * p.row_words;
-    let pairs = p.K / 2u;  // K is even for 16-bit formats (checked on the host)
+    // an odd K leaves a zero half in each row's last word (the host pads rows to 4 bytes); the
+    // column past K is never read
+    let pairs = (p.K + 1u) / 2u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
         for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = unpack2x16float(w[base + i]);
+            let odd = 2u * i + 1u < p.K;
             for (var j = 0u; j < TB; j++) {
                 acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
-                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
+                if (odd) { acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u); }
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
@@ -93,15 +96,16 @@ fn matmul_bf16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
     let n = wid.y * p.groups_x + wid.x;
     if (n >= p.N) { return; }
     let base = n * p.row_words;
-    let pairs = p.K / 2u;
+    let pairs = (p.K + 1u) / 2u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
         for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = bf16_pair(w[base + i]);
+            let odd = 2u * i + 1u < p.K;
             for (var j = 0u; j < TB; j++) {
                 acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
-                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
+                if (odd) { acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u); }
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }

@@ -234,7 +234,7 @@ def test_failed_single_token_run_changes_nothing(model_path, serial, tmp_path):
 def test_backend_choice(model_path):
     eng = strata.load(model_path, threads=1, backend="cpu")
     assert eng.backend == "cpu" and eng.threads == 1
-    with pytest.raises(ValueError, match="unknown backend 'vulkan'"):
+    with pytest.raises(strata.errors.UsageError, match="unknown backend 'vulkan'"):
         strata.load(model_path, backend="vulkan")
 
 

@@ -148,13 +148,16 @@ def load(model: str | os.PathLike | None = None, *, threads: int | None = None, 
 
 
 def resolve_backend(name: str | None) -> str:
-    """cpu, webgpu, or auto (a real GPU adapter when one opens, else cpu); ModelError (one line)
-    when the backend cannot run here (no WebGPU in this build, no driver)."""
+    """cpu, webgpu, or auto (a real GPU adapter when one opens, else cpu); UsageError for another
+    name, ModelError (one line) when the backend cannot run here (no WebGPU in this build, no
+    driver)."""
     if name in (None, "cpu"):
         return "cpu"
     from .errors import StrataError
-    from .webgpu import resolve_backend as resolve_webgpu
+    from .webgpu import BACKENDS, resolve_backend as resolve_webgpu
 
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r} (use {', '.join(BACKENDS)})")
     try:
         return resolve_webgpu(name)
     except StrataError as exc:

@@ -39,7 +39,6 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     uint64_t packed = uint64_t(cols) * element_bytes(format);
     check(rows > 0 && cols > 0, "weights", "empty matrix");
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
-    check(format == WeightFormat::F32 || cols % 2 == 0, "weights", "16-bit rows need an even column count");
     GpuMatrix m;
     m.format = format;
     m.rows = rows;

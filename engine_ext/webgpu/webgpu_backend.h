@@ -21,6 +21,9 @@ public:
     std::string name() const override { return "webgpu"; }
     int threads() const override { return 1; }
     bool supports(Op op, WFormat f) const override;
+    // One kernel family for every row count here, so prefill mode changes nothing but the flag.
+    void set_prefill(bool on) override { prefill_ = on; }
+    bool prefill() const override { return prefill_; }
     Device& device() { return *device_; }
 
     void embed(const MatView& W, const int32_t* ids, int n, float* out) override;
@@ -54,6 +57,7 @@ private:
         GpuMatrix matrix;
     };
     std::unordered_map<const void*, CachedMatrix> weights_;
+    bool prefill_ = false;
 };
 
 }  // namespace strata::webgpu
