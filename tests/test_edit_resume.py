@@ -11,7 +11,10 @@ from strata.cli import ExitCode, app
 from strata.cli.runner import run_app
 from strata.edit import EditSession, stored_edit_file
 from strata.errors import EditError, SessionError
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.store import SessionStore
 
 

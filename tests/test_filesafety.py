@@ -12,7 +12,10 @@ from strata.cli import ExitCode, app
 from strata.cli.runner import run_app
 from strata.edit import EditSession
 from strata.errors import EditError
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.filesafety import clean_stale_temps, rewrite_warnings, write_target
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
 

@@ -5,7 +5,10 @@ import pytest
 
 from strata.chat import ChatSession
 from strata.edit import EditSession
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.replay import Replay
 from strata.session_format import read_session_file, recording_from_store, write_session_file
 from strata.store import SessionStore

@@ -11,7 +11,10 @@ from strata.chat import ChatSession, StoredTurnError
 from strata.cli import ExitCode, app
 from strata.cli.runner import run_app
 from strata.errors import SessionError
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.session_format import (import_recording, import_session, read_session_file,
                                    recording_from_store, write_session_file)
 from strata.store import SessionStore, TurnRecord

@@ -12,7 +12,10 @@ import pytest
 from strata import prompts, templates
 from strata.chat import ChatSession
 from strata.errors import ModelError
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.templates import TemplateRefused
 from strata.tokenizer import Tokenizer
 

@@ -7,7 +7,10 @@ import pytest
 from textual.widgets import Footer, Input
 
 from strata.chat import ChatSession
-from strata.fake import FakeGenerator
+try:
+    from strata.testing.fake import FakeGenerator
+except ImportError:  # before the test doubles moved into strata.testing
+    from strata.fake import FakeGenerator
 from strata.replay import Replay
 from strata.session_format import recording_from_store
 from strata.store import SessionStore
