@@ -210,8 +210,14 @@ class SessionStore:
             if version > LATEST:
                 raise SessionError(f"{self.path}: session store has schema version {version}, "
                                    f"newer than this strata understands ({LATEST}); upgrade strata")
-            # only now that the file is known to be ours may anything write to it
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            # only now that the file is known to be ours, and whole, may anything write to it
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":  # switching modes writes the header: check the pages first
+                check = " ".join(str(self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]).split())
+                if check != "ok":
+                    raise SessionError(f"{self.path}: the session store is damaged ({check}); it was left "
+                                       "as it is: move it away or set STRATA_HOME to start a new one")
+                self._conn.execute("PRAGMA journal_mode = WAL")
             for number, sql in MIGRATIONS:
                 if number <= version or number > target:
                     continue
