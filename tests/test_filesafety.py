@@ -259,3 +259,15 @@ def test_deeply_nested_json_is_checked_without_a_crash():
     got = rewrite_warnings("x.json", "[1]", deep)
     assert got and "nested too deeply" in got[0]
     assert rewrite_warnings("x.py", "a = 1\n", "a = " + "(" * 10_000 + ")" * 10_000 + "\n")
+
+
+def test_the_new_core_modules_do_not_import_textual_or_rich():
+    code = ("import sys\n"
+            "import strata.filesafety, strata.templates, strata.textcheck\n"
+            "from strata.templates import render\n"
+            "render('{{ messages[0].content }}', [{'role': 'user', 'content': 'x'}])\n"
+            "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))))\n")
+    env = dict(os.environ, PYTHONPATH=str(__import__("pathlib").Path(__file__).resolve().parents[1] / "app"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""

@@ -59,6 +59,12 @@ def read_text_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> 
     return text, sha256_bytes(data)
 
 
+def prompt_name(name: str) -> str:
+    """The file name as the prompt gives it: the edit format ends the name at a newline, so
+    control characters (a newline in a name is legal) are written as escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+
+
 def _same_file(stored: Path, path: Path) -> bool:
     try:
         if stored.resolve() == path.resolve():
@@ -267,7 +273,7 @@ class EditSession:
 
     # -- engine ------------------------------------------------------------------------------
     def _prefix(self, text: str) -> str:
-        return prompts.edit_file_prefix(self.path.name, text)
+        return prompts.edit_file_prefix(prompt_name(self.path.name), text)
 
     def _check_fits(self, text: str) -> None:
         n_file = len(self.generator.encode(self._prefix(text)))

@@ -55,7 +55,13 @@ class WindowStats:
     cold_experts: list[list[int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # not dataclasses.asdict: its generic deep copy made exporting or storing a session of
+        # many windows slow; the only nested values are lists of ints or of lists of ints
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for name, value in out.items():
+            if isinstance(value, list):
+                out[name] = [list(v) if isinstance(v, list) else v for v in value]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "WindowStats":

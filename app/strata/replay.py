@@ -28,12 +28,22 @@ OVERRIDABLE = ("draft", "drafter", "max_draft", "temperature", "seed", "max_new"
 
 def load_recording(ref: str | os.PathLike, store: SessionStore | None = None) -> Recording:
     """A session file (JSONL) when `ref` names one, else a session id (or prefix) in `store`."""
-    p = Path(ref)
-    if p.suffix in (".jsonl", ".json") or p.exists():
-        return read_session_file(p)
+    if names_a_file(ref):
+        return read_session_file(Path(ref))
     if store is None:
-        raise SessionError(f"{ref}: no such session file")
+        raise SessionError(f"{str(ref)[:80]}: no such session file")
     return recording_from_store(store, str(ref))
+
+
+def names_a_file(ref: str | os.PathLike) -> bool:
+    """Whether `strata replay REF` means a session file (else a stored session id)."""
+    p = Path(ref)
+    if p.suffix in (".jsonl", ".json"):
+        return True
+    try:
+        return p.exists()
+    except (OSError, ValueError):  # a name too long for a path, a NUL byte: not a file
+        return False
 
 
 def turn_settings(rec: Recording, index: int, overrides: dict[str, Any] | None = None) -> GenerationSettings:

@@ -7,6 +7,7 @@ unless asked.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -123,6 +124,12 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
             raise SessionError(f"{where}: not valid JSON ({getattr(exc, 'msg', exc)})") from None
         except RecursionError:
             raise SessionError(f"{where}: JSON nested too deeply for a session record") from None
+        if "\\u" in raw:  # escapes can spell lone surrogates, which no UTF-8 text may hold
+            try:
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise SessionError(f"{where}: text with a lone surrogate escape (\\ud800-\\udfff); "
+                                   "not valid Unicode") from None
         _expect(isinstance(obj, dict), where, "expected a JSON object")
         if rec is None:
             if obj.get("format") != FORMAT:
@@ -143,7 +150,7 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
             _expect(_str_or_none(obj.get("title")) and _str_or_none(obj.get("id")), where,
                     '"title" and "id" must be strings')
             created = obj.get("created_at")
-            _expect(created is None or isinstance(created, (int, float)), where, '"created_at" must be a number')
+            _expect(created is None or _is_time(created), where, '"created_at" must be a Unix time (seconds)')
             rec = Recording(kind=kind, model=model, settings=settings, title=obj.get("title"),
                             session_id=obj.get("id"), created_at=created, source=source)
             continue
@@ -173,7 +180,7 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
                 _expect(isinstance(tset, dict), where, 'turn "settings" must be an object')
                 _check_settings(tset, where)
             created = obj.get("created_at", 0.0)
-            _expect(isinstance(created, (int, float)), where, '"created_at" must be a number')
+            _expect(_is_time(created), where, '"created_at" must be a Unix time (seconds)')
             edit = obj.get("edit")
             if edit is not None:
                 _expect(isinstance(edit, dict) and edit.get("status") in EDIT_STATUSES
@@ -213,13 +220,42 @@ def _check_settings(settings: dict[str, Any], where: str) -> None:
         raise SessionError(f"{where}: bad settings ({exc})") from None
 
 
+MAX_TIME = 1e11  # far beyond any clock (year 5138); keeps times finite and storable
+
+
+def _is_time(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < MAX_TIME
+
+
+MAX_COUNT = 1 << 62  # counters must fit the store's 64-bit integers
+
+
 def _check_window(s: WindowStats) -> None:
-    for name in ("pos0", "T", "n_drafted", "n_accept", "keep", "emitted"):
+    """Every field has the type of its default and a storable, finite, non-negative value."""
+    for name, f in WindowStats.__dataclass_fields__.items():
         v = getattr(s, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{name} must be a non-negative integer")
-    if not (isinstance(s.experts, list) and all(isinstance(x, list) for x in s.experts)):
-        raise ValueError("experts must be a list of lists")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if isinstance(default, bool):
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be true or false")
+        elif isinstance(default, int):
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_COUNT:
+                raise ValueError(f"{name} must be a non-negative integer")
+        elif isinstance(default, float):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not (0 <= v < float(MAX_COUNT)):
+                raise ValueError(f"{name} must be a finite non-negative number")
+        elif isinstance(default, str):
+            if not isinstance(v, str) or len(v) > 64:
+                raise ValueError(f"{name} must be a short string")
+    if not (isinstance(s.union_per_layer, list) and all(_count(x) for x in s.union_per_layer)):
+        raise ValueError("union_per_layer must be a list of non-negative integers")
+    if not (isinstance(s.experts, list) and all(isinstance(x, list) and all(_count(e) for e in x)
+                                                 for x in s.experts)):
+        raise ValueError("experts must be a list of lists of expert ids")
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_COUNT
 
 
 def read_session_file(path: str | os.PathLike) -> Recording:

@@ -32,6 +32,7 @@ from .errors import ModelError
 
 # a chat template is a few KiB; anything this large is not one (and would be slow to compile)
 MAX_TEMPLATE_CHARS = 1 << 20
+MAX_OUTPUT_CHARS = 64 << 20  # far beyond any context; a prompt that long is a broken template
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
 
 
@@ -172,16 +173,26 @@ def render(template: str, messages: list[Mapping[str, Any]], *, add_generation_p
     except TemplateError as exc:
         raise ModelError(f"{source}: the chat template does not compile ({_first_line(exc)})") from None
     try:
-        return compiled.render(messages=[_message(m) for m in messages], tools=plain(tools),
-                               documents=plain(documents), add_generation_prompt=bool(add_generation_prompt),
-                               **variables)
+        chunks = compiled.generate(messages=[_message(m) for m in messages], tools=plain(tools),
+                                   documents=plain(documents),
+                                   add_generation_prompt=bool(add_generation_prompt), **variables)
+        out: list[str] = []
+        size = 0
+        for chunk in chunks:  # a template that writes without end is stopped, not followed
+            size += len(chunk)
+            if size > MAX_OUTPUT_CHARS:
+                raise ModelError(f"{source}: the chat template wrote more than {MAX_OUTPUT_CHARS} "
+                                 "characters; not a prompt")
+            out.append(chunk)
+        return "".join(out)
     except ModelError:
         raise
     except TemplateError as exc:
         raise ModelError(f"{source}: the chat template failed ({_first_line(exc)})") from None
     except (RecursionError, MemoryError):
         raise ModelError(f"{source}: the chat template recursed or grew too deep to render") from None
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError) as exc:
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError,
+            OverflowError) as exc:
         # template bugs meeting this conversation: one line, not a traceback
         raise ModelError(f"{source}: the chat template failed ({exc.__class__.__name__}: "
                          f"{_first_line(exc)})") from None

@@ -28,11 +28,11 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-run a recorded session's inputs with the recorded (or overridden) settings."""
-    from ..replay import Replay, load_recording
+    from ..replay import Replay, load_recording, names_a_file
 
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
     store = None
-    if not Path(session).suffix == ".jsonl" and not Path(session).exists():
+    if not names_a_file(session):
         store = common.open_store()
     recording = load_recording(session, store)
     overrides: dict[str, Any] = {}

@@ -114,6 +114,12 @@ def model_identity(generator: Any, **extra: Any) -> dict[str, Any]:
     return ident
 
 
+def _shown(session_id: str) -> str:
+    # an id as an error message shows it: quoted, escaped, and short
+    text = repr(session_id)
+    return text if len(text) <= 42 else text[:36] + "...'"
+
+
 def _settings_dict(settings: GenerationSettings | dict[str, Any] | None) -> dict[str, Any]:
     if settings is None:
         return GenerationSettings().to_dict()
@@ -204,8 +210,14 @@ class SessionStore:
             if version > LATEST:
                 raise SessionError(f"{self.path}: session store has schema version {version}, "
                                    f"newer than this strata understands ({LATEST}); upgrade strata")
-            # only now that the file is known to be ours may anything write to it
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            # only now that the file is known to be ours, and whole, may anything write to it
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":  # switching modes writes the header: check the pages first
+                check = " ".join(str(self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]).split())
+                if check != "ok":
+                    raise SessionError(f"{self.path}: the session store is damaged ({check}); it was left "
+                                       "as it is: move it away or set STRATA_HOME to start a new one")
+                self._conn.execute("PRAGMA journal_mode = WAL")
             for number, sql in MIGRATIONS:
                 if number <= version or number > target:
                     continue
@@ -316,7 +328,7 @@ class SessionStore:
             raise SessionError("the session id is empty; give an id or a prefix of one "
                                "(see `strata sessions list`)")
         if session_id != session_id.strip() or not session_id.isprintable():
-            raise SessionError(f"session id {session_id!r} has spaces or control characters; "
+            raise SessionError(f"session id {_shown(session_id)} has spaces or control characters; "
                                "session ids never do")
         escaped = session_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         rows = self._read("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped,))
@@ -324,9 +336,9 @@ class SessionStore:
         if exact:
             return exact[0][0]
         if not rows:
-            raise SessionError(f"no session {session_id!r} in {self.path} (see `strata sessions list`)")
+            raise SessionError(f"no session {_shown(session_id)} in {self.path} (see `strata sessions list`)")
         if len(rows) > 1:
-            raise SessionError(f"session id prefix {session_id!r} is ambiguous; give more characters")
+            raise SessionError(f"session id prefix {_shown(session_id)} is ambiguous; give more characters")
         return rows[0][0]
 
     def get_session(self, session_id: str) -> SessionInfo:
