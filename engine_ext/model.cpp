@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "finite.h"
 #include "kernels_cpu.h"
 #include "routing.h"
 
@@ -96,6 +97,14 @@ const uint8_t* WeightSource::bytes(const TensorRef& t, size_t nbytes) {
     return static_cast<const uint8_t*>(m.ptr) + t.offset;
 }
 
+void WeightSource::check_finite(const TensorRef& t, const uint8_t* p, int64_t n) const {
+    const DType dt = t.dtype == "F32" ? DType::F32 : t.dtype == "BF16" ? DType::BF16 : DType::F16;
+    const int64_t at = first_non_finite(p, n, dt);
+    if (at >= 0)
+        throw ModelError(t.path + ": tensor " + t.name + " holds NaN or Inf values (first at element " +
+                         std::to_string(at) + "); the checkpoint is damaged");
+}
+
 MatView WeightSource::mat(const std::string& name, int rows, int cols) {
     const TensorRef& t = ref(name);
     int64_t n = 1;
@@ -107,6 +116,7 @@ MatView WeightSource::mat(const std::string& name, int rows, int cols) {
     int ds = dtype_size(t.dtype);
     if (!ds) throw ModelError(t.path + ": tensor " + name + " has unsupported dtype " + t.dtype);
     const uint8_t* p = bytes(t, size_t(n) * ds);
+    check_finite(t, p, n);
     MatView v;
     v.rows = rows;
     v.cols = cols;
@@ -149,6 +159,7 @@ std::vector<float> WeightSource::vec(const std::string& name, int64_t n) {
     int ds = dtype_size(t.dtype);
     if (!ds) throw ModelError(t.path + ": tensor " + name + " has unsupported dtype " + t.dtype);
     const uint8_t* p = bytes(t, size_t(n) * ds);
+    check_finite(t, p, n);
     std::vector<float> out(n);
     for (int64_t i = 0; i < n; ++i) {
         if (t.dtype == "F32") {

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable
 
-from .errors import SessionError
+from .errors import AlreadyExistsError, SessionError
 from .protocol import WindowStats
 from .settings import GenerationSettings, SettingsError
 from .store import SessionStore, TurnRecord, atomic_write_bytes
@@ -90,7 +90,7 @@ def dump_lines(rec: Recording) -> list[str]:
 def write_session_file(rec: Recording, path: str | os.PathLike, *, overwrite: bool = False) -> None:
     p = Path(path)
     if p.exists() and not overwrite:
-        raise SessionError(f"{p}: already exists; choose another file name or pass --force")
+        raise AlreadyExistsError(f"{p}: already exists; choose another file name or pass --force")
     atomic_write_bytes(p, ("\n".join(dump_lines(rec)) + "\n").encode("utf-8"))
 
 
@@ -120,6 +120,8 @@ def parse_lines(lines: Iterable[str], source: str) -> Recording:
             obj = json.loads(raw)
         except ValueError as exc:
             raise SessionError(f"{where}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise SessionError(f"{where}: not valid JSON (nested too deeply)") from None
         _expect(isinstance(obj, dict), where, "expected a JSON object")
         if rec is None:
             if obj.get("format") != FORMAT:

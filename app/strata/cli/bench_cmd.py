@@ -34,22 +34,32 @@ def bench(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
+    from ..errors import StrataError
     from ..replay import load_recording
 
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing)
-    gen = common.generator(model, threads, stream_opts)
-    rows = []
-    from ..errors import StrataError
-
+    # read every workload before loading a model: a bad file costs no load, and when none is
+    # usable the first one's error is the command's (one line, exit 4)
+    rows: list[dict[str, Any]] = []
+    workloads = []
+    first_error: StrataError | None = None
     for path in _bench_files(list(sessions or [])):
         try:
-            rec = load_recording(path)
-            row = _bench_one(gen, rec, path)
+            workloads.append((path, load_recording(path)))
         except StrataError as exc:  # one unusable workload does not end the benchmark
             diagnostics.say(f"{path}: skipped: {exc}")
             rows.append({"session": str(path), "error": str(exc)})
-            continue
-        rows.append(row)
+            first_error = first_error or exc
+    if not workloads:
+        assert first_error is not None
+        raise first_error
+    gen = common.generator(model, threads, stream_opts)
+    for path, rec in workloads:
+        try:
+            rows.append(_bench_one(gen, rec, path))
+        except StrataError as exc:
+            diagnostics.say(f"{path}: skipped: {exc}")
+            rows.append({"session": str(path), "error": str(exc)})
     done = [r for r in rows if "error" not in r]
     if as_json:
         common.print_json({"model": gen.model_name, "sessions": rows})

@@ -15,7 +15,6 @@ from typing import Any
 import typer
 
 from .. import diagnostics
-from ..errors import UsageError
 from ..settings import GenerationSettings
 from .options import StreamOptions
 
@@ -31,12 +30,16 @@ ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: all 
 CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
 
 
+MAX_CHECKPOINTS = 1024  # each is a full engine state: more would not fit any disk budget
+
+
 def set_checkpoints(n: int | None) -> None:
     if n is None:
         return
-    if n < 1:
-        raise UsageError(f"--checkpoints must be at least 1, not {n}")
+    from ..settings import check_int
     from ..store.ring import ENV_KEY
+
+    n = check_int("checkpoints", n, 1, MAX_CHECKPOINTS)
 
     os.environ[ENV_KEY] = str(n)  # read by every checkpoint ring of this process, TUI included
 

@@ -30,7 +30,9 @@ def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sess
     """List recorded sessions, most recent first."""
     if kind is not None and kind not in ("chat", "edit"):
         raise UsageError(f"--kind must be chat or edit, not {kind!r}")
-    rows = common.open_store().list_sessions(limit=limit, kind=kind)
+    from ..settings import check_int
+
+    rows = common.open_store().list_sessions(limit=check_int("limit", limit, 1, 1 << 30), kind=kind)
     if as_json:
         common.print_json([r.to_dict() for r in rows])
         return
