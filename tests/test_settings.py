@@ -68,3 +68,4 @@ def test_decode_kwargs_pick_the_drafter():
     assert GenerationSettings(draft="none").decode_kwargs()["drafter"] == "none"
     assert GenerationSettings(draft="baseline").decode_kwargs()["drafter"] == "baseline"
     assert GenerationSettings(draft="suffix", drafter="baseline").decode_kwargs()["drafter"] == "baseline"
+

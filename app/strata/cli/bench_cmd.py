@@ -24,9 +24,9 @@ def _bench_files(paths: list[Path]) -> list[Path]:
     raise UsageError("no session files to benchmark: pass SESSION.jsonl files")
 
 
-@app.command()
+@app.command(short_help="Replay workloads with drafting off and on; compare speed.")
 def bench(
-    sessions: Optional[List[Path]] = typer.Argument(None, help="Session files (default: sessions/**.jsonl)."),
+    sessions: Optional[List[Path]] = typer.Argument(None, metavar="SESSION.jsonl", help="Session files (default: sessions/**.jsonl)."),
     model: Optional[str] = ModelOpt, threads: Optional[int] = ThreadsOpt,
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,

@@ -19,7 +19,8 @@ from ..settings import GenerationSettings
 @app.callback(invoke_without_command=True)
 def _main(ctx: typer.Context,
           debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
-          model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for the default chat."),
+          model: Optional[str] = typer.Option(None, "--model", "-m", metavar="MODEL",
+                                              help="Model for the default chat."),
           ) -> None:
     """Local inference shell for large Mixture-of-Experts models. Without a command: chat."""
     if debug:
@@ -33,12 +34,12 @@ def _main(ctx: typer.Context,
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
 
-@app.command()
+@app.command(short_help="Chat with the model (the TUI, or headless).")
 def chat(
     model: Optional[str] = ModelOpt,
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Resume a recorded chat session."),
-    message: Optional[List[str]] = typer.Option(None, "--message", help="Send this message (repeatable); implies headless."),
-    system: Optional[str] = typer.Option(None, "--system", help="System prompt for a new chat."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", metavar="ID", help="Resume a recorded chat session."),
+    message: Optional[List[str]] = typer.Option(None, "--message", metavar="MESSAGE", help="Send this message (repeatable); implies headless."),
+    system: Optional[str] = typer.Option(None, "--system", metavar="PROMPT", help="System prompt for a new chat."),
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,

@@ -8,10 +8,10 @@ from .. import diagnostics
 from . import ExitCode, app, debug_enabled, fail
 
 
-@app.command("convert")
+@app.command("convert", short_help="Convert a checkpoint into a strata pack.")
 def convert(
-    src: str = typer.Argument(..., help="Hugging Face checkpoint folder (config.json + *.safetensors)."),
-    dst: str = typer.Argument(..., help="Folder to create: the strata pack."),
+    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors)."),
+    dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
     force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,

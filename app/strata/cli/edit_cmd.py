@@ -14,10 +14,11 @@ from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, Routi
 from ..errors import UsageError
 
 
-@app.command()
+@app.command(short_help="Rewrite a file under an instruction; review the diff.")
 def edit(
-    file: Path = typer.Argument(..., help="The file to rewrite."),
-    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="What to change."),
+    file: Path = typer.Argument(..., metavar="FILE", help="The file to rewrite."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", metavar="WHAT",
+                                              help="What to change (asked for in the TUI when not given)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Headless: write the rewrite without asking."),
     no_input: bool = typer.Option(False, "--no-input", help="Headless: print the diff, write nothing (unless --yes)."),
     model: Optional[str] = ModelOpt,

@@ -8,8 +8,9 @@ from . import app, common
 from .common import JsonOpt
 
 
-@app.command()
-def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled alias."), as_json: bool = JsonOpt) -> None:
+@app.command(short_help="Show a model's metadata without loading it.")
+def info(model: str = typer.Argument(..., metavar="MODEL", help="Model folder, pack, or bundled alias."),
+         as_json: bool = JsonOpt) -> None:
     """Show a model's metadata (config, tensors, size) without loading it."""
     from ..runtime import model_info
 

@@ -24,8 +24,8 @@ def _when(ts: float) -> str:
 
 
 @sessions_app.command("list")
-def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sessions to list."),
-                  kind: Optional[str] = typer.Option(None, "--kind", help="chat or edit."),
+def sessions_list(limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="Most sessions to list."),
+                  kind: Optional[str] = typer.Option(None, "--kind", metavar="chat|edit", help="Only sessions of this kind."),
                   as_json: bool = JsonOpt) -> None:
     """List recorded sessions, most recent first."""
     if kind is not None and kind not in ("chat", "edit"):
@@ -45,7 +45,7 @@ def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sess
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
+def sessions_show(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
                   as_json: bool = JsonOpt) -> None:
     """Show one session's turns."""
     store = common.open_store()
@@ -69,8 +69,8 @@ def sessions_show(session_id: str = typer.Argument(..., help="Session id or uniq
 
 
 @sessions_app.command("export")
-def sessions_export(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
-                    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+def sessions_export(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
+                    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", help="File to write (default: stdout)."),
                     force: bool = typer.Option(False, "--force", help="Replace an existing output file.")) -> None:
     """Export a session as JSONL (docs/session-format.md)."""
     from ..session_format import recording_from_store, write_session_file, write_session_stream
@@ -84,7 +84,7 @@ def sessions_export(session_id: str = typer.Argument(..., help="Session id or un
 
 
 @sessions_app.command("import")
-def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL)."),
+def sessions_import(file: Path = typer.Argument(..., metavar="FILE", help="A session file (JSONL)."),
                     as_json: bool = JsonOpt) -> None:
     """Import a JSONL session file into the session store."""
     from ..session_format import import_recording, read_session_file
@@ -98,7 +98,7 @@ def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL
 
 
 @sessions_app.command("delete")
-def sessions_delete(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
+def sessions_delete(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
                     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
     """Delete a session, its telemetry and its checkpoints."""
     store = common.open_store()
