@@ -8,6 +8,7 @@ from typing import Any, List, Optional
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 from . import ExitCode, app, common
 from .common import JsonOpt, ModelOpt, ThreadsOpt
 from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
@@ -94,7 +95,7 @@ def _bench_one(gen, rec, path: Path) -> dict[str, Any]:
                      "tokens_per_window": round(tot.tokens_per_window, 3),
                      "acceptance": round(tot.acceptance, 4),
                      "matches_recording": rep.report.identical if same_model else None}
-        diagnostics.progress(f"{path.name} draft={mode}: {tot.emitted} tokens in {secs:.2f}s")
+        diagnostics.progress(f"{path.name} draft={mode}: {plural(tot.emitted, 'token')} in {secs:.2f}s")
     none_s, suffix_s = row["none"]["seconds"], row["suffix"]["seconds"]
     row["speedup"] = round(none_s / suffix_s, 3) if suffix_s > 0 else 0.0
     # drafting is lossless: both runs must write exactly the same text

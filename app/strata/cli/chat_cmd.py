@@ -14,6 +14,7 @@ from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, 
 from .options import EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 from ..settings import GenerationSettings
+from ..telemetry import plural
 
 
 @app.callback(invoke_without_command=True)
@@ -83,7 +84,7 @@ def chat(
             sys.stdout.write("\n")
         results.append({"input": text, "output": turn.output, "stop_reason": turn.stop_reason,
                         **stream.summary()})
-        diagnostics.progress(f"{stream.tokens} tokens in {stream.windows} windows")
+        diagnostics.progress(f"{plural(stream.tokens, 'token')} in {plural(stream.windows, 'window')}")
     if as_json:
         common.print_json({"session": chat_session.session_id, "turns": results,
                      "approximate": stream_opts.approximate})

@@ -4,6 +4,7 @@ from __future__ import annotations
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 
 from . import ExitCode, app, debug_enabled, fail
 
@@ -36,6 +37,6 @@ def convert(
         raise fail(f"{e.filename or dst}: {e.strerror or e}", ExitCode.IO) from None
     progress.close()
     ex = header["experts"]
-    print(f"wrote {dst}: {ex['num_layers']} MoE layers x {ex['num_experts']} experts "
+    print(f"wrote {dst}: {plural(ex['num_layers'], 'MoE layer')} x {plural(ex['num_experts'], 'expert')} "
           f"({ex['dtype']}, {human_bytes(ex['stride'])} each, {human_bytes(ex['bytes'])} of experts), "
-          f"{header['dense']['tensors']} dense tensors ({human_bytes(header['dense']['bytes'])})")
+          f"{plural(header['dense']['tensors'], 'dense tensor')} ({human_bytes(header['dense']['bytes'])})")

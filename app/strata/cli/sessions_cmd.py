@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 from . import ExitCode, app, common
 from .common import JsonOpt
 from ..errors import UsageError
@@ -40,7 +41,7 @@ def sessions_list(limit: int = typer.Option(50, "--limit", "-n", metavar="N", he
         diagnostics.say("no recorded sessions")
         return
     for r in rows:
-        print(f"{r.id}  {r.kind:<4}  {_when(r.updated_at)}  {r.n_turns:>3} turns  "
+        print(f"{r.id}  {r.kind:<4}  {_when(r.updated_at)}  {plural(r.n_turns, 'turn'):>9}  "
               f"{r.model_name or '?':<16}  {r.title or ''}".rstrip())
 
 
@@ -80,7 +81,7 @@ def sessions_export(session_id: str = typer.Argument(..., metavar="ID", help="Se
         write_session_stream(rec, sys.stdout)
     else:
         write_session_file(rec, output, overwrite=force)
-        diagnostics.say(f"wrote {output} ({len(rec.turns)} turns)")
+        diagnostics.say(f"wrote {output} ({plural(len(rec.turns), 'turn')})")
 
 
 @sessions_app.command("import")
@@ -106,7 +107,7 @@ def sessions_delete(session_id: str = typer.Argument(..., metavar="ID", help="Se
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to delete without --yes when stdin is not a terminal")
-        if not typer.confirm(f"delete session {info.id} ({info.kind}, {info.n_turns} turns)?", err=True):
+        if not typer.confirm(f"delete session {info.id} ({info.kind}, {plural(info.n_turns, 'turn')})?", err=True):
             raise typer.Exit(int(ExitCode.OK))
     store.delete_session(info.id)
     diagnostics.say(f"deleted session {info.id}")
