@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "finite.h"
 #include "window_model.h"
 
 namespace strata {
@@ -207,6 +208,13 @@ std::string PackFile::read_blob(int ord, int expert, void* dst) {
         std::snprintf(buf, sizeof buf, "checksum mismatch (crc32 %08x, expected %08x)", got, want);
         return std::string(buf) + ": the pack is corrupt (re-run strata convert)";
     }
+    // the checksum only proves the blob is what convert wrote: refuse weights that were bad there
+    const FormatInfo& fi = format_info(geo_.format);
+    const int64_t n = fi.quantized ? 0 : geo_.blob_bytes / fi.block_bytes;
+    const int64_t at = first_non_finite(dst, n, geo_.format);
+    if (at >= 0)
+        return "weights hold NaN or Inf (value " + std::to_string(at) + " of the gate|up|down blob); "
+               "the source checkpoint is damaged";
     return "";
 }
 

@@ -14,6 +14,21 @@ const char* drafter_name(int kind) {
     }
 }
 
+namespace {
+
+// one list of ids per MoE layer from a flat id array and its layer offsets
+py::list per_layer(const std::vector<int>& ids, const std::vector<int>& offsets) {
+    py::list out;
+    for (size_t l = 0; l + 1 < offsets.size(); ++l) {
+        py::list layer;
+        for (int k = offsets[l]; k < offsets[l + 1] && k < int(ids.size()); ++k) layer.append(ids[k]);
+        out.append(layer);
+    }
+    return out;
+}
+
+}  // namespace
+
 py::dict telemetry_dict(const WindowTelemetry& t) {
     py::dict d;
     d["pos0"] = t.pos0;
@@ -43,22 +58,8 @@ py::dict telemetry_dict(const WindowTelemetry& t) {
     d["union_per_layer"] = t.union_per_layer;
     d["expert_ids"] = t.expert_ids;
     d["expert_offsets"] = t.expert_offsets;
-    py::list experts;
-    for (size_t l = 0; l + 1 < t.expert_offsets.size(); ++l) {
-        py::list ids;
-        for (int k = t.expert_offsets[l]; k < t.expert_offsets[l + 1] && k < int(t.expert_ids.size()); ++k)
-            ids.append(t.expert_ids[k]);
-        experts.append(ids);
-    }
-    d["experts"] = experts;
-    py::list cold;
-    for (size_t l = 0; l + 1 < t.cold_offsets.size(); ++l) {
-        py::list ids;
-        for (int k = t.cold_offsets[l]; k < t.cold_offsets[l + 1] && k < int(t.cold_ids.size()); ++k)
-            ids.append(t.cold_ids[k]);
-        cold.append(ids);
-    }
-    d["cold_experts"] = cold;
+    d["experts"] = per_layer(t.expert_ids, t.expert_offsets);
+    d["cold_experts"] = per_layer(t.cold_ids, t.cold_offsets);
     return d;
 }
 

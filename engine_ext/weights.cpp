@@ -1,5 +1,7 @@
 #include "weights.h"
 
+#include "finite.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -83,6 +85,13 @@ const uint8_t* WeightSource::bytes(const TensorRef& t, size_t nbytes) {
     return static_cast<const uint8_t*>(m.ptr) + t.offset;
 }
 
+void WeightSource::check_finite(const TensorRef& t, WFormat f, const uint8_t* p, int64_t n) const {
+    const int64_t at = first_non_finite(p, n, f);
+    if (at >= 0)
+        throw ModelError(t.path + ": tensor " + t.name + " holds NaN or Inf values (first at element " +
+                         std::to_string(at) + "); the checkpoint is damaged");
+}
+
 MatView WeightSource::mat(const std::string& name, int rows, int cols) {
     const TensorRef& t = ref(name);
     int64_t n = elements(t);
@@ -98,6 +107,7 @@ MatView WeightSource::mat(const std::string& name, int rows, int cols) {
                          "-element blocks");
     size_t nbytes = size_t(rb) * size_t(rows);
     const uint8_t* p = bytes(t, nbytes);
+    check_finite(t, f, p, n);
     // owned copies are 64-byte aligned (whole cache lines per vector load)
     auto alloc = [&](size_t nb) {
         owned_.emplace_back(nb + 64);
@@ -135,6 +145,7 @@ std::vector<float> WeightSource::vec(const std::string& name, int64_t n) {
                          ", expected a float format (F32, BF16, F16)");
     const int ds = format_info(f).block_bytes;
     const uint8_t* p = bytes(t, size_t(n) * ds);
+    check_finite(t, f, p, n);
     std::vector<float> out(n);
     for (int64_t i = 0; i < n; ++i) {
         if (f == WFormat::F32) {

@@ -30,6 +30,8 @@ private:
         size_t size = 0;
     };
     const uint8_t* bytes(const TensorRef& t, size_t nbytes);
+    // ModelError naming the tensor when it holds a NaN or Inf (checked once, at map time)
+    void check_finite(const TensorRef& t, WFormat f, const uint8_t* p, int64_t n) const;
     WFormat format_of(const TensorRef& t) const;
     std::vector<TensorRef> tensors_;
     std::unordered_map<std::string, size_t> index_;

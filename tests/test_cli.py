@@ -58,7 +58,7 @@ def test_chat_headless_records_a_session_and_sessions_commands(capsys, tmp_path)
     code, _, err = run(capsys, "sessions", "export", sid, "-o", str(export))
     assert code == 0 and export.exists()
     code, _, err = run(capsys, "sessions", "export", sid, "-o", str(export))
-    assert code == ExitCode.SESSION and "already exists" in err
+    assert code == ExitCode.USAGE and "already exists" in err
     code, out, _ = run(capsys, "sessions", "import", str(export), "--json")
     assert code == 0 and json.loads(out)["turns"] == 2
     code, out, _ = run(capsys, "sessions", "export", sid)

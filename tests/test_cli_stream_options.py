@@ -191,3 +191,15 @@ def test_info_shows_the_pack_io_facts(capsys, models):
     assert code == 0 and "experts file" in out and "O_DIRECT" in out and "per layer" in out
     code, out, _ = strata(capsys, "info", src, "--json")
     assert code == 0 and "pack_io" not in json.loads(out)
+
+
+def test_run_reports_the_expert_cache_counters_for_packs(capsys, models):
+    src, dst = models
+    obj, _ = run_json(capsys, dst, "--expert-cache", "0.25")
+    s = obj["stats"]
+    assert s["cold_misses"] > 0 and s["bytes_read"] > 0 and 0 <= s["hit_rate"] <= 1
+    assert s["hit_rate"] == pytest.approx(s["hits"] / (s["hits"] + s["cold_misses"]))
+    code, _, err = strata(capsys, "run", "--model", dst, *PROMPT, "--stats", "--expert-cache", "0.25")
+    assert code == 0 and "expert cache" in err and "misses" in err and "read" in err
+    code, _, err = strata(capsys, "run", "--model", src, *PROMPT, "--stats")
+    assert code == 0 and "expert cache" not in err  # every expert resident: nothing to report

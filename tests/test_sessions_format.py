@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strata.chat import ChatSession
-from strata.errors import SessionError
+from strata.errors import AlreadyExistsError, SessionError
 from strata.testing.fake import FakeGenerator
 from strata.session_format import (FORMAT, VERSION, import_recording, parse_lines, read_session_file,
                                    recording_from_store, write_session_file)
@@ -55,7 +55,7 @@ def test_export_never_replaces_a_file_unless_asked(store, tmp_path):
     rec = recording_from_store(store, _recorded_chat(store))
     path = tmp_path / "x.jsonl"
     path.write_text("precious")
-    with pytest.raises(SessionError, match="already exists"):
+    with pytest.raises(AlreadyExistsError, match="already exists"):  # exit 2, like convert's
         write_session_file(rec, path)
     assert path.read_text() == "precious"
     write_session_file(rec, path, overwrite=True)

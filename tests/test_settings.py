@@ -68,3 +68,16 @@ def test_decode_kwargs_pick_the_drafter():
     assert GenerationSettings(draft="none").decode_kwargs()["drafter"] == "none"
     assert GenerationSettings(draft="baseline").decode_kwargs()["drafter"] == "baseline"
     assert GenerationSettings(draft="suffix", drafter="baseline").decode_kwargs()["drafter"] == "baseline"
+
+
+
+@pytest.mark.parametrize("temperature, seed, max_draft, field", [
+    ("nan", "0", "auto", "temperature"), ("inf", "0", "auto", "temperature"), ("5.5", "0", "auto", "temperature"),
+    ("0", "-1", "auto", "seed"), ("0", str(2**64), "auto", "seed"), ("0", "0", "16", "max draft"),
+])
+def test_the_tui_settings_strip_uses_the_same_rules(temperature, seed, max_draft, field):
+    from strata.tui.widgets.settings_strip import parse_settings
+
+    with pytest.raises(ValueError) as info:
+        parse_settings(GenerationSettings(), True, max_draft, temperature, seed)
+    assert str(info.value).startswith(field), info.value

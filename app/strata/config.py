@@ -6,15 +6,26 @@ with a nested ``text_config``; vision weights are ignored) and ``qwen3_moe``.
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any
+import re
+from typing import Any, Iterable
 
 from .errors import ModelError
 
 ARCHS = ("qwen3_next", "qwen3_5_moe", "qwen3_moe")
+# The engine keeps sizes in 32-bit ints; a config value past this is not a model.
+INT_MAX = 2**31 - 1
+# Without tensors to check against (a config alone), counts past these are refused before any
+# list of that length is built: a 1 KB config.json must never allocate gigabytes.
+MAX_LAYERS = 1 << 12
+MAX_EXPERTS = 1 << 16
+_LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_EXPERT_RE = re.compile(r"\.mlp\.experts\.(\d+)\.")
+_STACKED_RE = re.compile(r"\.mlp\.experts\.(gate_up_proj|gate_proj|up_proj|down_proj)(\.weight)?$")
 
 
-def _arch_of(cfg: dict) -> tuple[str, dict]:
+def _arch_of(cfg: dict, where: str = "config.json") -> tuple[str, dict]:
     mt = cfg.get("model_type")
     if mt == "qwen3_5_moe" and isinstance(cfg.get("text_config"), dict):
         text = dict(cfg["text_config"])
@@ -26,7 +37,7 @@ def _arch_of(cfg: dict) -> tuple[str, dict]:
         return "qwen3_5_moe", cfg
     if mt in ("qwen3_next", "qwen3_moe"):
         return mt, cfg
-    raise ModelError(f"unsupported model_type {mt!r} (strata supports {', '.join(ARCHS)})")
+    raise ModelError(f"{where}: unsupported model_type {_short(mt)} (strata supports {', '.join(ARCHS)})")
 
 
 def _get(cfg: dict, key: str, default: Any = None, *, where: str, required: bool = False):
@@ -37,11 +48,51 @@ def _get(cfg: dict, key: str, default: Any = None, *, where: str, required: bool
     return default
 
 
-def _int(cfg: dict, key: str, where: str, default: int | None = None, *, minimum: int = 0) -> int:
+def _int(cfg: dict, key: str, where: str, default: int | None = None, *, minimum: int = 0,
+         maximum: int = INT_MAX) -> int:
     v = _get(cfg, key, default, where=where, required=default is None)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ModelError(f"{where}: key {key!r} must be an integer >= {minimum}, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+        raise ModelError(f"{where}: key {key!r} must be an integer from {minimum} to {maximum}, "
+                         f"got {_short(v)}")
     return v
+
+
+def _float(cfg: dict, key: str, where: str, default: float, *, positive: bool = True) -> float:
+    v = _get(cfg, key, default, where=where)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)) \
+            or (positive and float(v) <= 0):
+        what = "a finite number > 0" if positive else "a finite number"
+        raise ModelError(f"{where}: key {key!r} must be {what}, got {_short(v)}")
+    return float(v)
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def tensor_bounds(names: Iterable[str], stacked_experts: Iterable[int] = ()) -> dict[str, int]:
+    """What a checkpoint's tensor names can back: {"layers": 1 + the largest layer index,
+    "experts": 1 + the largest expert index (or the leading size of a stacked expert tensor)}.
+    `normalize` refuses config counts beyond these before it builds anything."""
+    layers = experts = 0
+    for name in names:
+        m = _LAYER_RE.search(name)
+        if m:
+            layers = max(layers, int(m.group(1)) + 1)
+        m = _EXPERT_RE.search(name)
+        if m:
+            experts = max(experts, int(m.group(1)) + 1)
+    for n in stacked_experts:
+        experts = max(experts, int(n))
+    return {"layers": layers, "experts": experts}
+
+
+def checkpoint_bounds(tensors: Iterable) -> dict[str, int]:
+    """tensor_bounds of TensorInfo objects (stacked [E, ...] expert tensors count E experts)."""
+    infos = list(tensors)
+    stacked = [t.shape[0] for t in infos if _STACKED_RE.search(t.name) and len(t.shape) == 3]
+    return tensor_bounds((t.name for t in infos), stacked)
 
 
 def _rope(cfg: dict, where: str) -> tuple[float, float]:
@@ -53,18 +104,27 @@ def _rope(cfg: dict, where: str) -> tuple[float, float]:
         raise ModelError(f"{where}: rope_type {rtype!r} is not supported (only default rotary)")
     theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
     partial = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", None))
-    try:
-        return float(theta), (None if partial is None else float(partial))
-    except (TypeError, ValueError):
-        raise ModelError(f"{where}: rope_theta/partial_rotary_factor must be numbers") from None
+    for key, v in (("rope_theta", theta), ("partial_rotary_factor", partial)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v))
+                              or float(v) <= 0 or (key == "partial_rotary_factor" and float(v) > 1)):
+            raise ModelError(f"{where}: key {key!r} must be a finite number > 0"
+                             + (" and <= 1" if key == "partial_rotary_factor" else "") + f", got {_short(v)}")
+    return float(theta), (None if partial is None else float(partial))
 
 
-def normalize(cfg: dict, where: str = "config.json") -> dict:
-    """Normalised engine spec (plain ints/bools/floats/lists) from a parsed config.json."""
+def normalize(cfg: dict, where: str = "config.json", bounds: dict[str, int] | None = None) -> dict:
+    """Normalised engine spec (plain ints/bools/floats/lists) from a parsed config.json.
+
+    `bounds` (see `tensor_bounds`): the layers and experts the weights hold; a config that asks
+    for more is refused here, before any per-layer or per-expert table is built."""
     if not isinstance(cfg, dict):
         raise ModelError(f"{where}: top level must be a JSON object")
-    arch, c = _arch_of(cfg)
-    n_layers = _int(c, "num_hidden_layers", where, minimum=1)
+    arch, c = _arch_of(cfg, where)
+    max_layers = MAX_LAYERS if bounds is None else max(1, bounds.get("layers", 0))
+    n_layers = _int(c, "num_hidden_layers", where, minimum=1, maximum=max_layers if bounds is None else INT_MAX)
+    if bounds is not None and n_layers > max_layers:
+        raise ModelError(f"{where}: num_hidden_layers is {n_layers}, but the weights hold "
+                         f"{bounds.get('layers', 0)} layers")
     hidden = _int(c, "hidden_size", where, minimum=1)
     n_heads = _int(c, "num_attention_heads", where, minimum=1)
     n_kv = _int(c, "num_key_value_heads", where, n_heads, minimum=1)
@@ -88,14 +148,22 @@ def normalize(cfg: dict, where: str = "config.json") -> dict:
         t not in ("linear_attention", "full_attention") for t in layer_types
     ):
         raise ModelError(f"{where}: key 'layer_types' must list {n_layers} of linear_attention/full_attention")
-    n_exp = c.get("num_experts", c.get("num_local_experts", 0)) or 0
-    if isinstance(n_exp, bool) or not isinstance(n_exp, int) or n_exp < 0:
-        raise ModelError(f"{where}: key 'num_experts' must be an integer")
+    n_exp = c.get("num_experts", c.get("num_local_experts"))
+    n_exp = 0 if n_exp is None else n_exp  # only a missing key means "dense"; [] or false is an error
+    if isinstance(n_exp, bool) or not isinstance(n_exp, int) or not 0 <= n_exp <= INT_MAX:
+        raise ModelError(f"{where}: key 'num_experts' must be an integer from 0 to {INT_MAX}, got {_short(n_exp)}")
+    if bounds is None and n_exp > MAX_EXPERTS:
+        raise ModelError(f"{where}: num_experts is {n_exp}, more than strata takes ({MAX_EXPERTS})")
+    if bounds is not None and n_exp > bounds.get("experts", 0) and bounds.get("experts", 0) > 0:
+        raise ModelError(f"{where}: num_experts is {n_exp}, but the weights hold {bounds['experts']} experts")
     if arch == "qwen3_5_moe":
         layer_moe = [1 if n_exp > 0 else 0] * n_layers
     else:
         step = _int(c, "decoder_sparse_step", where, 1, minimum=1)
         mlp_only = c.get("mlp_only_layers") or []
+        if not isinstance(mlp_only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in mlp_only):
+            raise ModelError(f"{where}: key 'mlp_only_layers' must be a list of layer numbers")
+        mlp_only = set(mlp_only)
         layer_moe = [1 if (i not in mlp_only and n_exp > 0 and (i + 1) % step == 0) else 0 for i in range(n_layers)]
     has_moe = any(layer_moe)
     has_dense = not all(layer_moe)
@@ -116,7 +184,7 @@ def normalize(cfg: dict, where: str = "config.json") -> dict:
         "head_dim": head_dim,
         "rotary_dim": rot,
         "rope_theta": theta,
-        "eps": float(c.get("rms_norm_eps", 1e-6)),
+        "eps": _float(c, "rms_norm_eps", where, 1e-6),
         "attn_gated": arch != "qwen3_moe",
         "attn_bias": bool(c.get("attention_bias", False)),
         "norm_plus_one": arch != "qwen3_moe",
@@ -174,10 +242,10 @@ def read_config_json(folder: str | os.PathLike) -> dict:
     return raw
 
 
-def read_config(folder: str) -> tuple[dict, dict]:
-    """(raw config dict, normalised spec) of a checkpoint folder."""
+def read_config(folder: str, bounds: dict[str, int] | None = None) -> tuple[dict, dict]:
+    """(raw config dict, normalised spec) of a model folder; `bounds`: what its weights hold."""
     raw = read_config_json(folder)
-    return raw, normalize(raw, where=os.path.join(folder, "config.json"))
+    return raw, normalize(raw, where=os.path.join(folder, "config.json"), bounds=bounds)
 
 
 def required_tensors(spec: dict, *, experts: bool = True) -> dict[str, tuple[int, ...]]:

@@ -28,3 +28,7 @@ class UsageError(StrataError):
 
 class ContextError(UsageError, WindowError):
     """The input does not fit the model's context (a prompt, a file to edit): exit code 2."""
+
+
+class AlreadyExistsError(UsageError):
+    """The output path exists and --force was not given (convert, sessions export): exit code 2."""

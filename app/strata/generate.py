@@ -64,6 +64,11 @@ class Generator:
         engine = load(folder, threads=threads, fold=fold, ctx=ctx, backend=backend, expert_cache=expert_cache,
                       **engine_options)
         tokenizer = Tokenizer.from_folder(folder)
+        vocab = int(getattr(engine, "vocab_size", 0) or 0)
+        if tokenizer is not None and vocab and tokenizer.max_id >= vocab:
+            raise ModelError(f"{tokenizer.source}: token ids go up to {tokenizer.max_id}, past the model's "
+                             f"vocabulary of {vocab} (config.json vocab_size): the tokenizer belongs to "
+                             "another model")
         eos = set(tokenizer.eos_ids) if tokenizer is not None else set()
         cfg = getattr(engine, "config", {}) or {}
         hf = cfg.get("hf_config", cfg) if isinstance(cfg, dict) else {}

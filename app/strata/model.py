@@ -144,6 +144,6 @@ def load_checkpoint(folder: str, *, threads: int | None = None, fold: str = "eag
     resident. `strata.loader.load` is the entry point that also takes packs and aliases."""
     if not os.path.isdir(folder):
         raise ModelError(f"{folder}: not a model folder")
-    raw, spec = _config.read_config(folder)
-    infos = list(checkpoint_tensors(folder).values())
+    infos = list(checkpoint_tensors(folder).values())  # headers only: sizes to check the config by
+    raw, spec = _config.read_config(folder, bounds=_config.checkpoint_bounds(infos))
     return build_engine(spec, infos, threads=threads, fold=fold, ctx=ctx, config=raw, backend=backend)

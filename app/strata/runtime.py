@@ -42,6 +42,7 @@ def check_stream_options(path: str | os.PathLike, opts: dict[str, Any]) -> None:
 def open_generator(model: str | os.PathLike | None = None, **opts: Any):
     """A TextGenerator for `model` (None = the bundled default). Options go to the Generator
     (expert_cache, backend, ...); the streaming ones (PACK_ONLY_OPTIONS) need a pack."""
+    loader.check_engine_options(threads=opts.get("threads"), ctx=opts.get("ctx"))  # every model, fake too
     if model is not None and str(model) == FAKE_MODEL and fake_allowed():
         check_stream_options(FAKE_MODEL, opts)
         from .testing.fake import FakeGenerator

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable
 
-from .errors import SessionError
+from .errors import AlreadyExistsError, SessionError
 from .protocol import WindowStats
 from .settings import GenerationSettings, SettingsError
 from .store import SessionStore, TurnRecord, atomic_write_bytes, sha256_bytes
@@ -92,7 +92,7 @@ def dump_lines(rec: Recording, *, with_version: bool = True) -> list[str]:
 def write_session_file(rec: Recording, path: str | os.PathLike, *, overwrite: bool = False) -> None:
     p = Path(path)
     if p.exists() and not overwrite:
-        raise SessionError(f"{p}: already exists; choose another file name or pass --force")
+        raise AlreadyExistsError(f"{p}: already exists; choose another file name or pass --force")
     atomic_write_bytes(p, ("\n".join(dump_lines(rec)) + "\n").encode("utf-8"))
 
 

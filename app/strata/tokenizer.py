@@ -27,6 +27,7 @@ class Tokenizer:
         vocab = tok.get_vocab(with_added_tokens=True)
         self.special_ids = {t: vocab[t] for t in prompts.SPECIAL_TOKENS if t in vocab}
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
+        self.max_id = max(vocab.values(), default=-1)  # the largest id encode() can produce
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> "Tokenizer | None":

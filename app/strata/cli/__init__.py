@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 import typer
+import typer.core
 
 from .. import diagnostics
 from ..diagnostics import debug_enabled  # noqa: F401 (the commands ask it through here)
@@ -22,12 +23,19 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C
 
 
+# Typer prints an argument's Python type after its name in plain --help ("SRC <str>"); strata's
+# arguments say what to give in their help text instead (tests/test_cli_help.py checks it).
+if hasattr(typer.core, "TyperArgument"):
+    typer.core.TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="strata",
     help="Local inference shell for large Mixture-of-Experts models.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help: option names are never cut and lines wrap to the terminal (80 columns included)
+    rich_markup_mode=None,
 )
 
 

@@ -8,6 +8,7 @@ from typing import Any, List, Optional
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 from . import ExitCode, app, common
 from .common import JsonOpt, ModelOpt, ThreadsOpt
 from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
@@ -24,9 +25,9 @@ def _bench_files(paths: list[Path]) -> list[Path]:
     raise UsageError("no session files to benchmark: pass SESSION.jsonl files")
 
 
-@app.command()
+@app.command(short_help="Replay workloads with drafting off and on; compare speed.")
 def bench(
-    sessions: Optional[List[Path]] = typer.Argument(None, help="Session files (default: sessions/**.jsonl)."),
+    sessions: Optional[List[Path]] = typer.Argument(None, metavar="SESSION.jsonl", help="Session files (default: sessions/**.jsonl)."),
     model: Optional[str] = ModelOpt, threads: Optional[int] = ThreadsOpt,
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
@@ -35,22 +36,32 @@ def bench(
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay session workloads with drafting off and on; report output identity and the speed ratio."""
+    from ..errors import StrataError
     from ..replay import load_recording
 
     stream_opts = StreamOptions.from_cli(expert_cache, io_mode, eviction, readahead, routing, backend)
-    gen = common.generator(model, threads, stream_opts)
-    rows = []
-    from ..errors import StrataError
-
+    # read every workload before loading a model: a bad file costs no load, and when none is
+    # usable the first one's error is the command's (one line, exit 4)
+    rows: list[dict[str, Any]] = []
+    workloads = []
+    first_error: StrataError | None = None
     for path in _bench_files(list(sessions or [])):
         try:
-            rec = load_recording(path)
-            row = _bench_one(gen, rec, path)
+            workloads.append((path, load_recording(path)))
         except StrataError as exc:  # one unusable workload does not end the benchmark
             diagnostics.say(f"{path}: skipped: {exc}")
             rows.append({"session": str(path), "error": str(exc)})
-            continue
-        rows.append(row)
+            first_error = first_error or exc
+    if not workloads:
+        assert first_error is not None
+        raise first_error
+    gen = common.generator(model, threads, stream_opts)
+    for path, rec in workloads:
+        try:
+            rows.append(_bench_one(gen, rec, path))
+        except StrataError as exc:
+            diagnostics.say(f"{path}: skipped: {exc}")
+            rows.append({"session": str(path), "error": str(exc)})
     done = [r for r in rows if "error" not in r]
     if as_json:
         common.print_json({"model": gen.model_name, "sessions": rows})
@@ -85,7 +96,7 @@ def _bench_one(gen, rec, path: Path) -> dict[str, Any]:
                      "tokens_per_window": round(tot.tokens_per_window, 3),
                      "acceptance": round(tot.acceptance, 4),
                      "matches_recording": rep.report.identical if same_model else None}
-        diagnostics.progress(f"{path.name} draft={mode}: {tot.emitted} tokens in {secs:.2f}s")
+        diagnostics.progress(f"{path.name} draft={mode}: {plural(tot.emitted, 'token')} in {secs:.2f}s")
     none_s, suffix_s = row["none"]["seconds"], row["suffix"]["seconds"]
     row["speedup"] = round(none_s / suffix_s, 3) if suffix_s > 0 else 0.0
     # drafting is lossless: both runs must write exactly the same text

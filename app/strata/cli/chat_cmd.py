@@ -14,12 +14,14 @@ from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, 
 from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 from ..settings import GenerationSettings
+from ..telemetry import plural
 
 
 @app.callback(invoke_without_command=True)
 def _main(ctx: typer.Context,
           debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
-          model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for the default chat."),
+          model: Optional[str] = typer.Option(None, "--model", "-m", metavar="MODEL",
+                                              help="Model for the default chat."),
           ) -> None:
     """Local inference shell for large Mixture-of-Experts models. Without a command: chat."""
     if debug:
@@ -33,12 +35,12 @@ def _main(ctx: typer.Context,
         raise UsageError("give --model after the command name (strata chat --model ...)")
 
 
-@app.command()
+@app.command(short_help="Chat with the model (the TUI, or headless).")
 def chat(
     model: Optional[str] = ModelOpt,
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Resume a recorded chat session."),
-    message: Optional[List[str]] = typer.Option(None, "--message", help="Send this message (repeatable); implies headless."),
-    system: Optional[str] = typer.Option(None, "--system", help="System prompt for a new chat."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", metavar="ID", help="Resume a recorded chat session."),
+    message: Optional[List[str]] = typer.Option(None, "--message", metavar="MESSAGE", help="Send this message (repeatable); implies headless."),
+    system: Optional[str] = typer.Option(None, "--system", metavar="PROMPT", help="System prompt for a new chat."),
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
@@ -86,7 +88,7 @@ def chat(
             sys.stdout.write("\n")
         results.append({"input": text, "output": turn.output, "stop_reason": turn.stop_reason,
                         **stream.summary()})
-        diagnostics.progress(f"{stream.tokens} tokens in {stream.windows} windows")
+        diagnostics.progress(f"{plural(stream.tokens, 'token')} in {plural(stream.windows, 'window')}")
     if as_json:
         common.print_json({"session": chat_session.session_id, "turns": results,
                      "approximate": stream_opts.approximate})

@@ -15,28 +15,32 @@ from typing import Any
 import typer
 
 from .. import diagnostics
-from ..errors import UsageError
 from ..settings import GenerationSettings
 from .options import StreamOptions
 
-ModelOpt = typer.Option(None, "--model", "-m", help="Model folder or pack, or a bundled alias (default: strata-tiny).")
+ModelOpt = typer.Option(None, "--model", "-m", metavar="MODEL", help="Model folder or pack, or a bundled alias (default: strata-tiny).")
 JsonOpt = typer.Option(False, "--json", help="Print data as JSON on stdout.")
-DraftOpt = typer.Option(None, "--draft", help="Drafting: none or suffix.")
-TempOpt = typer.Option(None, "--temperature", "-t", help="Sampling temperature (0 = greedy).")
-SeedOpt = typer.Option(None, "--seed", help="Sampling seed.")
-MaxNewOpt = typer.Option(None, "--max-new", help="Most tokens to generate per turn.")
-MaxDraftOpt = typer.Option(None, "--max-draft", help="Fixed draft length (default: adaptive).")
+DraftOpt = typer.Option(None, "--draft", metavar="none|suffix",
+                        help="Drafting: suffix lookup (default) or none; output is the same.")
+TempOpt = typer.Option(None, "--temperature", "-t", metavar="T", help="Sampling temperature, 0..5 (0 = greedy).")
+SeedOpt = typer.Option(None, "--seed", metavar="N", help="Sampling seed (sampled output is reproducible).")
+MaxNewOpt = typer.Option(None, "--max-new", metavar="N", help="Most tokens to generate per turn.")
+MaxDraftOpt = typer.Option(None, "--max-draft", metavar="K", help="Fixed draft length 0..15 (default: adaptive).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
-ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: one per physical core, one left free above 4).")
-CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
+ThreadsOpt = typer.Option(None, "--threads", metavar="N", help="Engine threads (default: one per physical core, one left free above 4).")
+CheckpointsOpt = typer.Option(None, "--checkpoints", metavar="N", help="Engine snapshots kept for undo/retry (default 8).")
+
+
+MAX_CHECKPOINTS = 1024  # each is a full engine state: more would not fit any disk budget
 
 
 def set_checkpoints(n: int | None) -> None:
     if n is None:
         return
-    if n < 1:
-        raise UsageError(f"--checkpoints must be at least 1, not {n}")
+    from ..settings import check_int
     from ..store.ring import ENV_KEY
+
+    n = check_int("checkpoints", n, 1, MAX_CHECKPOINTS)
 
     os.environ[ENV_KEY] = str(n)  # read by every checkpoint ring of this process, TUI included
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 
 from . import ExitCode, app, debug_enabled, fail
 
 
-@app.command("convert")
+@app.command("convert", short_help="Convert a checkpoint into a strata pack.")
 def convert(
-    src: str = typer.Argument(..., help="Hugging Face checkpoint folder (config.json + *.safetensors)."),
-    dst: str = typer.Argument(..., help="Folder to create: the strata pack."),
+    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors)."),
+    dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
     force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
@@ -36,6 +37,6 @@ def convert(
         raise fail(f"{e.filename or dst}: {e.strerror or e}", ExitCode.IO) from None
     progress.close()
     ex = header["experts"]
-    print(f"wrote {dst}: {ex['num_layers']} MoE layers x {ex['num_experts']} experts "
+    print(f"wrote {dst}: {plural(ex['num_layers'], 'MoE layer')} x {plural(ex['num_experts'], 'expert')} "
           f"({ex['dtype']}, {human_bytes(ex['stride'])} each, {human_bytes(ex['bytes'])} of experts), "
-          f"{header['dense']['tensors']} dense tensors ({human_bytes(header['dense']['bytes'])})")
+          f"{plural(header['dense']['tensors'], 'dense tensor')} ({human_bytes(header['dense']['bytes'])})")

@@ -14,11 +14,14 @@ from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, Readahe
 from ..errors import UsageError
 
 
-@app.command()
+@app.command(short_help="Rewrite a file under an instruction; review the diff.")
 def edit(
-    file: Optional[Path] = typer.Argument(None, help="The file to rewrite (with --session: the session's file)."),
-    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="What to change."),
-    session: Optional[str] = typer.Option(None, "--session", "-s", help="Resume a recorded edit session."),
+    file: Optional[Path] = typer.Argument(None, metavar="FILE",
+                                          help="The file to rewrite (with --session: the session's file)."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", "-i", metavar="WHAT",
+                                              help="What to change (asked for in the TUI when not given)."),
+    session: Optional[str] = typer.Option(None, "--session", "-s", metavar="ID",
+                                          help="Resume a recorded edit session."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Headless: write the rewrite without asking."),
     no_input: bool = typer.Option(False, "--no-input", help="Headless: print the diff, write nothing (unless --yes)."),
     model: Optional[str] = ModelOpt,

@@ -11,9 +11,9 @@ from .common import JsonOpt
 from ..errors import UsageError
 
 
-@app.command()
+@app.command(short_help="Show a model's metadata without loading it.")
 def info(
-    model: Optional[str] = typer.Argument(None, help="Model folder, pack, .gguf file, or bundled alias."),
+    model: Optional[str] = typer.Argument(None, metavar="MODEL", help="Model folder, pack, .gguf file, or bundled alias."),
     as_json: bool = JsonOpt,
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="auto|software|any",
                                       help="Also show the WebGPU adapter and its limits: auto (a real "

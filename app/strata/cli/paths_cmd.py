@@ -5,7 +5,7 @@ from . import app, common
 from .common import JsonOpt
 
 
-@app.command()
+@app.command(short_help="Print where strata keeps its files.")
 def paths(as_json: bool = JsonOpt) -> None:
     """Print where strata keeps its files."""
     from .. import paths as paths_mod

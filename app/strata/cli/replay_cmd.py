@@ -13,9 +13,9 @@ from .common import DraftOpt, JsonOpt, MaxDraftOpt, ModelOpt, SeedOpt, TempOpt, 
 from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 
 
-@app.command()
+@app.command(short_help="Re-run a recorded session and compare with it.")
 def replay(
-    session: str = typer.Argument(..., help="A session file (.jsonl) or a recorded session id."),
+    session: str = typer.Argument(..., metavar="SESSION", help="A session file (.jsonl) or a recorded session id."),
     draft: Optional[str] = DraftOpt,
     compare: bool = typer.Option(False, "--compare", help="Report whether outputs are identical to the recording (exit 7 if not)."),
     model: Optional[str] = ModelOpt,

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .. import diagnostics
+from ..telemetry import plural
 from . import ExitCode, app, common
 from .common import JsonOpt
 from ..errors import UsageError
@@ -24,13 +25,15 @@ def _when(ts: float) -> str:
 
 
 @sessions_app.command("list")
-def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sessions to list."),
-                  kind: Optional[str] = typer.Option(None, "--kind", help="chat or edit."),
+def sessions_list(limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="Most sessions to list."),
+                  kind: Optional[str] = typer.Option(None, "--kind", metavar="chat|edit", help="Only sessions of this kind."),
                   as_json: bool = JsonOpt) -> None:
     """List recorded sessions, most recent first."""
     if kind is not None and kind not in ("chat", "edit"):
         raise UsageError(f"--kind must be chat or edit, not {kind!r}")
-    rows = common.open_store().list_sessions(limit=limit, kind=kind)
+    from ..settings import check_int
+
+    rows = common.open_store().list_sessions(limit=check_int("limit", limit, 1, 1 << 30), kind=kind)
     if as_json:
         common.print_json([r.to_dict() for r in rows])
         return
@@ -38,12 +41,12 @@ def sessions_list(limit: int = typer.Option(50, "--limit", "-n", help="Most sess
         diagnostics.say("no recorded sessions")
         return
     for r in rows:
-        print(f"{r.id}  {r.kind:<4}  {_when(r.updated_at)}  {r.n_turns:>3} turns  "
+        print(f"{r.id}  {r.kind:<4}  {_when(r.updated_at)}  {plural(r.n_turns, 'turn'):>9}  "
               f"{r.model_name or '?':<16}  {r.title or ''}".rstrip())
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
+def sessions_show(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
                   as_json: bool = JsonOpt) -> None:
     """Show one session's turns."""
     from ..edit import edit_statuses
@@ -75,8 +78,8 @@ def sessions_show(session_id: str = typer.Argument(..., help="Session id or uniq
 
 
 @sessions_app.command("export")
-def sessions_export(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
-                    output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
+def sessions_export(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
+                    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", help="File to write (default: stdout)."),
                     force: bool = typer.Option(False, "--force", help="Replace an existing output file.")) -> None:
     """Export a session as JSONL (docs/session-format.md)."""
     from ..session_format import recording_from_store, write_session_file, write_session_stream
@@ -86,11 +89,11 @@ def sessions_export(session_id: str = typer.Argument(..., help="Session id or un
         write_session_stream(rec, sys.stdout)
     else:
         write_session_file(rec, output, overwrite=force)
-        diagnostics.say(f"wrote {output} ({len(rec.turns)} turns)")
+        diagnostics.say(f"wrote {output} ({plural(len(rec.turns), 'turn')})")
 
 
 @sessions_app.command("import")
-def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL)."),
+def sessions_import(file: Path = typer.Argument(..., metavar="FILE", help="A session file (JSONL)."),
                     as_json: bool = JsonOpt) -> None:
     """Import a JSONL session file into the session store."""
     from ..session_format import import_session, read_session_file
@@ -107,7 +110,7 @@ def sessions_import(file: Path = typer.Argument(..., help="A session file (JSONL
 
 
 @sessions_app.command("delete")
-def sessions_delete(session_id: str = typer.Argument(..., help="Session id or unique prefix."),
+def sessions_delete(session_id: str = typer.Argument(..., metavar="ID", help="Session id or unique prefix."),
                     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
     """Delete a session, its telemetry and its checkpoints."""
     store = common.open_store()
@@ -115,7 +118,7 @@ def sessions_delete(session_id: str = typer.Argument(..., help="Session id or un
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to delete without --yes when stdin is not a terminal")
-        if not typer.confirm(f"delete session {info.id} ({info.kind}, {info.n_turns} turns)?", err=True):
+        if not typer.confirm(f"delete session {info.id} ({info.kind}, {plural(info.n_turns, 'turn')})?", err=True):
             raise typer.Exit(int(ExitCode.OK))
     store.delete_session(info.id)
     diagnostics.say(f"deleted session {info.id}")

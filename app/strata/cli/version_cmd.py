@@ -8,7 +8,7 @@ from . import app, common
 from .common import JsonOpt
 
 
-@app.command()
+@app.command(short_help="Print strata's version.")
 def version(as_json: bool = JsonOpt) -> None:
     """Print strata's version."""
     from .. import __version__

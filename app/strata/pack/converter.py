@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..config import read_config_json
-from ..errors import ModelError, UsageError
+from ..errors import AlreadyExistsError, ModelError, UsageError
 from ..safetensors_io import TensorInfo, checkpoint_tensors
 from .format import (ALIGN, DENSE_NAME, EXPERT_DTYPES, EXPERTS_HEAD, EXPERTS_MAGIC, EXPERTS_NAME,
                      HEADER_NAME, PACK_FORMAT, PACK_VERSION, config_digest, is_pack)
@@ -257,7 +257,7 @@ def _assemble(dst: str, force: bool, fill: Callable[[str, bytes], dict]) -> dict
     """Builds a pack in a temporary sibling folder with `fill(tmp, pack_id) -> header`, fsyncs it
     and renames it into place, so an interrupted run never leaves a valid-looking pack."""
     if os.path.exists(dst) and not force:
-        raise UsageError(f"{dst}: already exists (use --force to replace it)")
+        raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
     parent = os.path.dirname(dst) or "."
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.partial-", dir=parent)
@@ -325,7 +325,7 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
     if is_pack(src):
         raise ModelError(f"{src}: is already a strata pack")
     if os.path.exists(dst) and not force:
-        raise UsageError(f"{dst}: already exists (use --force to replace it)")
+        raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
     config = read_config_json(src)
     tensors = checkpoint_tensors(src)
     lay = find_experts(tensors)

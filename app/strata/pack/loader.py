@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..config import read_config
+from ..config import read_config, tensor_bounds
 from ..errors import ModelError, UsageError
 from ..model import build_engine
 from .format import PackInfo, check_pack_matches, config_digest, pack_tensor_table, read_pack
@@ -39,7 +39,11 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
     Other options go to `strata.model.build_engine`.
     """
     info = read_pack(os.fspath(path))
-    raw, spec = read_config(info.path)
+    dense = pack_tensor_table(info)
+    bounds = tensor_bounds(t[0] for t in dense)
+    bounds["layers"] = max(bounds["layers"], 1 + max((int(x) for x in info.ex["layers"]), default=-1))
+    bounds["experts"] = int(info.ex["num_experts"])
+    raw, spec = read_config(info.path, bounds=bounds)
     want = info.header.get("source", {}).get("config_sha256")
     if want and want != config_digest(raw):
         raise ModelError(f"{os.path.join(info.path, 'config.json')}: does not match the pack it sits in "
@@ -53,7 +57,7 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
         cache = parse_cache_size(expert_cache, info.expert_bytes)
     store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
                               io_threads=io_threads, readahead=readahead, prefault=prefault)
-    engine = build_engine(spec, pack_tensor_table(info), expert_store=store, config=raw, **options)
+    engine = build_engine(spec, dense, expert_store=store, config=raw, **options)
     routing_kw = parse_routing(routing)
     if routing_kw:
         engine.set_routing(**routing_kw)

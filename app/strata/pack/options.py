@@ -2,6 +2,7 @@
 `--routing SPEC`. No numpy and no engine here: `--help` and option checks stay light."""
 from __future__ import annotations
 
+import math
 import re
 
 from ..errors import UsageError
@@ -28,6 +29,8 @@ def parse_cache_size(text, expert_bytes: int) -> int:
     if not m or m[2].lower() not in _UNITS and m[2] != "%":
         raise UsageError(f"--expert-cache: cannot parse {s!r} ({hint})")
     num, unit = float(m[1]), m[2].lower()
+    if not math.isfinite(num):
+        raise UsageError(f"--expert-cache: {s[:40]!r} is too large a number ({hint})")
     if unit == "%":
         frac = num / 100.0
     elif unit == "" and num <= 1.0:
@@ -49,6 +52,8 @@ _ROUTING_KEYS = {
     "protect": ("protect", int), "bonus": ("bonus", float), "draft-protect": ("draft_protect", int),
     "draft-bonus": ("draft_bonus", float), "anchors": ("budget_anchors", int),
 }
+_MAX_ROUTING_INT = 1 << 16   # protect/anchors count experts: more than any model has
+_MAX_BONUS = 50.0            # exp(bonus) multiplies router scores: past this it overflows f32
 _ROUTING_FLAGS = {"hard-budget": "hard_budget", "root-readahead": "root_only_readahead"}
 
 
@@ -75,8 +80,10 @@ def parse_routing(text) -> dict:
                 out[name] = conv(val)
             except ValueError:
                 raise UsageError(f"--routing: {key} needs a number, got {val!r} ({hint})") from None
-            if name in ("protect", "draft_protect", "budget_anchors") and out[name] < 0:
-                raise UsageError(f"--routing: {key} must be >= 0")
+            if conv is int and not 0 <= out[name] <= _MAX_ROUTING_INT:
+                raise UsageError(f"--routing: {key} must be a whole number from 0 to {_MAX_ROUTING_INT}")
+            if conv is float and not (math.isfinite(out[name]) and abs(out[name]) <= _MAX_BONUS):
+                raise UsageError(f"--routing: {key} must be a finite number from -{_MAX_BONUS:g} to {_MAX_BONUS:g}")
         else:
             raise UsageError(f"--routing: unknown setting {item!r} ({hint})")
     if any(k in out for k in ("protect", "bonus", "draft_protect", "draft_bonus")):
