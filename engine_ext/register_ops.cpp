@@ -1,6 +1,7 @@
 // Python bindings for running single backend ops on numpy arrays (the per-op consistency test,
 // tests/test_backend_ops.py): list backends, formats, ops and (op, format) support, and run one
-// op on a named backend. Arrays are taken as C-contiguous float32 (int32 for indices); weight
+// op on a named backend (matmul and attention also in prefill mode, Backend::set_prefill).
+// Arrays are taken as C-contiguous float32 (int32 for indices); weight
 // matrices as raw stored bytes plus a format name.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "backend.h"
 #include "format.h"
@@ -22,12 +24,18 @@ namespace {
 using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 
-Backend& backend(const std::string& name, int threads) {
+// One backend per (name, threads, mode), kept for the process: the mode is fixed per instance,
+// so calls never change another call's mode. Like an Engine, one backend runs one op at a time
+// (the test calls from one thread).
+Backend& backend(const std::string& name, int threads, bool prefill = false) {
     static std::mutex mu;
-    static std::map<std::pair<std::string, int>, std::unique_ptr<Backend>> cache;
+    static std::map<std::tuple<std::string, int, bool>, std::unique_ptr<Backend>> cache;
     std::lock_guard<std::mutex> lk(mu);
-    auto& b = cache[{name, threads}];
-    if (!b) b = make_backend(name, threads);
+    auto& b = cache[{name, threads, prefill}];
+    if (!b) {
+        b = make_backend(name, threads);
+        b->set_prefill(prefill);
+    }
     return *b;
 }
 
@@ -84,8 +92,8 @@ void register_calls(py::module_& o) {
           py::arg("threads") = 1);
     o.def("matmul",
           [](const std::string& b, const F32& x, const py::array& w, const std::string& format, int rows, int cols,
-             const py::object& bias, int threads) {
-              Backend& be = backend(b, threads);
+             const py::object& bias, int threads, bool prefill) {
+              Backend& be = backend(b, threads, prefill);
               need(x.ndim() == 2 && x.shape(1) == cols, "matmul: x must be (T, cols)");
               Weights W = weights(w, format, rows, cols, be, Op::Matmul);
               F32 bb;
@@ -101,7 +109,7 @@ void register_calls(py::module_& o) {
               return y;
           },
           py::arg("backend"), py::arg("x"), py::arg("w"), py::arg("format"), py::arg("rows"), py::arg("cols"),
-          py::arg("bias") = py::none(), py::arg("threads") = 1);
+          py::arg("bias") = py::none(), py::arg("threads") = 1, py::arg("prefill") = false);
     o.def("rmsnorm",
           [](const std::string& b, const F32& x, const F32& w, float eps, int threads) {
               Backend& be = backend(b, threads);
@@ -143,8 +151,8 @@ void register_calls(py::module_& o) {
           py::arg("backend"), py::arg("x"), py::arg("p0"), py::arg("inv_freq"), py::arg("threads") = 1);
     o.def("attention",
           [](const std::string& b, const F32& q, const F32& k_cells, const F32& v_cells, int64_t p0, float scale,
-             const py::object& gate, int threads) {
-              Backend& be = backend(b, threads);
+             const py::object& gate, int threads, bool prefill) {
+              Backend& be = backend(b, threads, prefill);
               need(q.ndim() == 3 && k_cells.ndim() == 3 && v_cells.ndim() == 3, "attention: 3-d arrays");
               int n = int(q.shape(0)), nh = int(q.shape(1)), hd = int(q.shape(2)), nkv = int(k_cells.shape(1));
               need(k_cells.shape(2) == hd && v_cells.shape(1) == nkv && v_cells.shape(2) == hd &&
@@ -175,7 +183,7 @@ void register_calls(py::module_& o) {
               return out;
           },
           py::arg("backend"), py::arg("q"), py::arg("k_cells"), py::arg("v_cells"), py::arg("p0"), py::arg("scale"),
-          py::arg("gate") = py::none(), py::arg("threads") = 1);
+          py::arg("gate") = py::none(), py::arg("threads") = 1, py::arg("prefill") = false);
     o.def("causal_conv",
           [](const std::string& b, const F32& x, const F32& hist, const F32& w, int threads) {
               Backend& be = backend(b, threads);

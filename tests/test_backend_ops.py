@@ -268,7 +268,7 @@ class Attention(Spec):
         return out
 
     def make(self, rng, d, T, fmt):
-        cells = d["p0"] + 20  # room for windows up to 16 rows at p0 (and shifted p0 in the invariance test)
+        cells = d["p0"] + max(T, 16) + 4  # room for 16 rows at p0 (the invariance test shifts p0)
         hd = d["head_dim"]
         kw = dict(q=_f(rng.standard_normal((T, d["heads"], hd))),
                   k_cells=_f(rng.standard_normal((cells, d["kv"], hd))),
@@ -539,6 +539,10 @@ def _params():
 
 
 PARAMS = list(_params())
+# ops with a prefill mode (Backend::set_prefill: faster kernels for many rows, tolerance only)
+PREFILL_OPS = {"matmul", "attention"}
+MODES = [pytest.param(*p.values, False, id=p.id + "-exact") for p in PARAMS] + [
+    pytest.param(*p.values, True, id=p.id + "-prefill") for p in PARAMS if p.values[1] in PREFILL_OPS]
 
 
 def test_every_op_is_specified():
@@ -546,14 +550,16 @@ def test_every_op_is_specified():
     assert sorted(ops.op_names()) == sorted(SPECS)
 
 
-@pytest.mark.parametrize("backend,name,fmt", PARAMS)
-def test_op_matches_numpy(backend, name, fmt):
+@pytest.mark.parametrize("backend,name,fmt,prefill", MODES)
+def test_op_matches_numpy(backend, name, fmt, prefill):
     spec = SPECS[name]
-    rng = np.random.default_rng(zlib.crc32(f"{backend}/{name}/{fmt}".encode()))
+    rng = np.random.default_rng(zlib.crc32(f"{backend}/{name}/{fmt}/{prefill}".encode()))
     tol = QUANT_TOLERANCE if FORMATS[fmt]["quantized"] else tolerance(backend, name)
     for label, dims in spec.cases(rng):
-        for T in (1, 5):
+        for T in ((17, 40) if prefill else (1, 5)):
             kw, ctx = spec.make(rng, dims, T, fmt)
+            if prefill:
+                kw["prefill"] = True
             got = run(backend, spec, kw, threads=2)
             want, scale = spec.reference(kw, ctx)
             for i, (g, w, s) in enumerate(zip(got, want, scale)):
