@@ -39,12 +39,11 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     uint64_t packed = uint64_t(cols) * element_bytes(format);
     check(rows > 0 && cols > 0, "weights", "empty matrix");
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
-    check(format == WeightFormat::F32 || cols % 2 == 0, "weights", "16-bit rows need an even column count");
     GpuMatrix m;
     m.format = format;
     m.rows = rows;
     m.cols = cols;
-    uint64_t device_row = (packed + 3) & ~uint64_t(3);
+    uint64_t device_row = (packed + 3) & ~uint64_t(3);  // an odd 16-bit row gets a zero pad value
     m.row_words = uint32_t(device_row / 4);
     uint64_t rows_per_chunk = device.limits().chunk_bytes / device_row;
     check(rows_per_chunk > 0, "weights", "one row is larger than the binding limit");
