@@ -21,8 +21,9 @@ const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
 var<workgroup> partial: array<f32, WG * TB>;
 
+// Rows past T (the tail of the last token block) and the pad lane of an odd K read as 0.
 fn x_at(t: u32, k: u32) -> f32 {
-    if (t < p.T) { return x[t * p.x_stride + k]; }
+    if (t < p.T && k < p.K) { return x[t * p.x_stride + k]; }
     return 0.0;
 }
 
@@ -71,18 +72,15 @@ fn matmul_f16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
     let n = wid.y * p.groups_x + wid.x;
     if (n >= p.N) { return; }
     let base = n * p.row_words;
-    // an odd K leaves a zero half in each row's last word (the host pads rows to 4 bytes); the
-    // column past K is never read
-    let pairs = (p.K + 1u) / 2u;
+    let pairs = (p.K + 1u) / 2u;  // an odd K's last word holds one value and a zero pad
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         var acc: array<f32, TB>;
         for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = unpack2x16float(w[base + i]);
-            let odd = 2u * i + 1u < p.K;
             for (var j = 0u; j < TB; j++) {
                 acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
-                if (odd) { acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u); }
+                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
@@ -102,10 +100,9 @@ fn matmul_bf16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
         for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var i = lid; i < pairs; i += WG) {
             let wv = bf16_pair(w[base + i]);
-            let odd = 2u * i + 1u < p.K;
             for (var j = 0u; j < TB; j++) {
                 acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
-                if (odd) { acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u); }
+                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }

@@ -33,6 +33,7 @@ def test_info_gpu_shows_adapter_and_limits(capsys):
     assert code == 0
     assert expected["device"] in out
     assert "binding max" in out and "chunks of" in out
+    assert f"auto backend  {'cpu' if expected['software'] else 'webgpu'} " in out
     code, out, _ = run(capsys, "info", "--gpu", "any", "--json")
     data = json.loads(out)["webgpu"]
     assert data["limits"]["max_storage_binding"] == expected["limits"]["max_storage_binding"]

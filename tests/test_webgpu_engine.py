@@ -81,3 +81,27 @@ def test_greedy_tokens_agree_with_cpu(models):
             tok = int(np.argmax(eng.run([tok])[0]))
             eng.commit(1)
     assert gpu_tokens == cpu_tokens
+
+
+def test_streamed_experts_through_a_tiny_cache_match_resident_weights(models, tmp_path):
+    # a cache of one layer's worth of slots refills the same addresses with other layers'
+    # experts all the time: the backend's device copies of weights must follow the new bytes
+    from strata import pack
+
+    src = models[("qwen3_next", "float32")]
+    dst = str(tmp_path / "m.strata")
+    pack.convert(src, dst)
+    info = pack.read_pack(dst)
+    slots = int(info.ex["num_experts"])
+    streamed = strata.load(dst, threads=1, backend="webgpu", expert_cache=slots * info.ex["stride"])
+    assert int(info.ex["num_layers"]) > 1  # so the slots are refilled
+    resident = strata.load(src, threads=1, backend="webgpu")
+    ids = [5, 17, 33, 2, 9, 41]
+    for eng in (streamed, resident):
+        eng.run(ids)
+        eng.commit(len(ids))
+    for window, keep in [([1, 2, 3], 2), ([4], 1), ([7, 8, 9, 10], 4)]:
+        a, b = streamed.run(window), resident.run(window)
+        np.testing.assert_array_equal(a, b)
+        streamed.commit(keep)
+        resident.commit(keep)

@@ -89,6 +89,17 @@ def test_matmul_over_weight_chunks_is_identical(gpu, gpu_small_chunks, fmt):
     np.testing.assert_array_equal(chunked, whole)
 
 
+@pytest.mark.parametrize("fmt", ["f16", "bf16"])
+def test_matmul_odd_reduction_length(gpu, fmt):
+    # 16-bit rows of odd length: the last u32 word holds one value and a zero pad
+    rng = np.random.default_rng(20)
+    stored, exact = weights_in(fmt, 9, 37, rng)
+    x = rng.standard_normal((3, 37)).astype(np.float32)
+    y, _ = gpu.matmul(x, stored, fmt)
+    ref = x.astype(np.float64) @ exact.T
+    assert np.max(np.abs(y - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+
+
 def test_matmul_strided_rows(gpu):
     # a view whose rows are wider than the packed data (row_bytes > cols * 2)
     rng = np.random.default_rng(5)

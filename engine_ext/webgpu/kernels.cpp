@@ -43,7 +43,7 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     m.format = format;
     m.rows = rows;
     m.cols = cols;
-    uint64_t device_row = (packed + 3) & ~uint64_t(3);
+    uint64_t device_row = (packed + 3) & ~uint64_t(3);  // an odd 16-bit row gets a zero pad value
     m.row_words = uint32_t(device_row / 4);
     uint64_t rows_per_chunk = device.limits().chunk_bytes / device_row;
     check(rows_per_chunk > 0, "weights", "one row is larger than the binding limit");

@@ -35,6 +35,7 @@ public:
     static constexpr uint32_t kWorkgroup = 64;   // every kernel; fixed so results never depend on T
     static constexpr uint32_t kTokenBlock = 8;   // matmul rows per pass over a weight row
     static constexpr uint32_t kMaxExperts = 1024;
+    static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
 
     explicit Kernels(Device& device) : device_(device) {}
     Device& device() { return device_; }

@@ -56,7 +56,14 @@ uint64_t content_hash(const void* data, size_t bytes) {
 }  // namespace
 
 WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
-    : device_(std::make_unique<Device>(options)), kernels_(std::make_unique<Kernels>(*device_)) {}
+    : device_(std::make_unique<Device>(options)), kernels_(std::make_unique<Kernels>(*device_)) {
+    // gdn_inputs binds the most storage buffers of any kernel (10; the WebGPU default limit is 8)
+    uint32_t have = device_->limits().max_storage_buffers_per_stage;
+    if (have < Kernels::kMaxStorageBuffers)
+        throw std::runtime_error("webgpu: " + device_->adapter().device + " allows " + std::to_string(have) +
+                                 " storage buffers per shader stage, strata's kernels need " +
+                                 std::to_string(Kernels::kMaxStorageBuffers));
+}
 
 bool WebGpuBackend::supports(Op op, WFormat f) const {
     if (op_has_format(op)) return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16;

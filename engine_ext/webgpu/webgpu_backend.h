@@ -21,7 +21,7 @@ public:
     std::string name() const override { return "webgpu"; }
     int threads() const override { return 1; }
     bool supports(Op op, WFormat f) const override;
-    // One kernel family for every row count here, so prefill mode changes nothing but the flag.
+    // One kernel family for every row count: prefill runs the same (batch-invariant) kernels.
     void set_prefill(bool on) override { prefill_ = on; }
     bool prefill() const override { return prefill_; }
     Device& device() { return *device_; }
@@ -49,6 +49,7 @@ private:
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
     std::mutex mutex_;  // one window at a time on the queue
+    bool prefill_ = false;
     struct CachedMatrix {
         uint64_t hash;
         WFormat format;
@@ -57,7 +58,6 @@ private:
         GpuMatrix matrix;
     };
     std::unordered_map<const void*, CachedMatrix> weights_;
-    bool prefill_ = false;
 };
 
 }  // namespace strata::webgpu

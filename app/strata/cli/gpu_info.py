@@ -5,9 +5,11 @@ from typing import Any
 
 
 def gpu_info(adapter: str) -> dict[str, Any]:
-    from ..webgpu import describe
+    from ..webgpu import describe, resolve_backend
 
-    return describe(adapter)
+    data = describe(adapter)
+    data["auto_backend"] = "webgpu" if not data["software"] else resolve_backend("auto")
+    return data
 
 
 def print_gpu_info(data: dict[str, Any], human) -> None:
@@ -20,3 +22,4 @@ def print_gpu_info(data: dict[str, Any], human) -> None:
     print(f"  binding max   {human(lim['max_storage_binding'])}; weights in chunks of {human(lim['chunk_bytes'])}")
     print(f"  buffer max    {human(lim['max_buffer'])}; workgroup storage {human(lim['max_workgroup_storage'])}, "
           f"{lim['max_invocations_per_workgroup']} invocations")
+    print(f"  auto backend  {data['auto_backend']} (what --backend auto runs on)")
