@@ -15,7 +15,7 @@ from strata.cli.runner import run_app
 try:
     from strata.testing.fake import FakeGenerator  # noqa: F401 - re-exported for the corpus
 except ImportError:  # before the test doubles moved into strata.testing
-    from strata.fake import FakeGenerator  # noqa: F401
+    from strata.testing.fake import FakeGenerator  # noqa: F401
 
 
 def run(capsys, *args, stdin: bytes | str = b""):

@@ -669,7 +669,7 @@ def test_engine_refuses_a_format_its_backend_cannot_compute(tmp_path):
     """A model whose matrix is stored in a format without kernels is refused at load, naming it."""
     import strata  # noqa: PLC0415
     from strata import config, model  # noqa: PLC0415
-    from strata.devmodel import write_random_model  # noqa: PLC0415
+    from strata.testing.devmodel import write_random_model  # noqa: PLC0415
     from strata.errors import ModelError  # noqa: PLC0415
     from strata.safetensors_io import checkpoint_files, read_header  # noqa: PLC0415
 

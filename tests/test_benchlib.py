@@ -60,7 +60,7 @@ def test_quiet_measure_marks_busy_and_retries(monkeypatch):
 
 
 def test_window_bytes_floor(tmp_path):
-    from strata.devmodel import write_random_model
+    from strata.testing.devmodel import write_random_model
 
     import window_cost
 

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("strata._engine")
 
 import strata  # noqa: E402
-from strata.devmodel import write_random_model  # noqa: E402
+from strata.testing.devmodel import write_random_model  # noqa: E402
 from strata.safetensors_io import checkpoint_files, read_header  # noqa: E402
 
 ESIZE = {"F32": 4, "BF16": 2}
