@@ -11,8 +11,14 @@ Recipe (recorded in the output's recipe.json and in MODEL_CARD.md):
 - exact deduplication by SHA-256 of the file contents;
 - at most MAX_DIST_BYTES of text per distribution (files taken in order of content hash), so
   that a few large packages (transformers, torch, sympy) do not dominate;
-- held-out split by content hash: files whose hash falls in the last HELDOUT_PCT percent go to
-  the evaluation set only (no text of theirs, or rewrite task built from them, is trained on).
+- held-out split by PACKAGE: every file of the distributions in HELDOUT_DISTS and of the
+  standard-library packages in HELDOUT_STDLIB goes to the evaluation set only, so evaluation
+  measures code the model has never seen anything of (not only unseen files of seen
+  packages); vendored copies (`_vendor`, `vendored`) are dropped everywhere, since they would
+  leak held-out packages (pip vendors rich, for one) into training; a held-out file whose
+  exact text also occurs in a training package is dropped from the held-out side;
+- `--hash-heldout-pct` additionally holds out that share of the remaining files by content
+  hash (the v1 recipe used 2% and no package split).
 
 Output: <out>/train.jsonl.gz, <out>/heldout.jsonl.gz (one {"path", "source", "text"} per
 line) and <out>/recipe.json.
@@ -31,7 +37,13 @@ import sysconfig
 from email.parser import HeaderParser
 from pathlib import Path
 
-HELDOUT_PCT = 2
+HELDOUT_PCT = 0
+# Held out whole: chosen as well-known pure-Python projects with many modules of 2-10k
+# characters (the size of files users edit), installed both on the GPU machine and on the
+# development machine, so the demos can use held-out files too.
+HELDOUT_DISTS = ("rich", "click", "werkzeug", "networkx", "markdown", "attrs", "jinja2")
+HELDOUT_STDLIB = ("email", "asyncio", "tomllib", "zipfile")
+VENDORED = re.compile(r"(^|/)(_vendor|vendored|_vendored|extern)(/|$)")
 MIN_BYTES, MAX_BYTES = 64, 100_000
 MAX_LINE = 1000
 MAX_DIST_BYTES = 8_000_000  # per-distribution cap (stdlib uncapped); keeps big packages from dominating
@@ -50,6 +62,27 @@ def licence_of(meta_text: str) -> str:
             parts.append(value.strip())
     parts += [c for c in headers.get_all("Classifier") or [] if c.startswith("License ::")]
     return " | ".join(parts)
+
+
+def summary_of(meta_text: str) -> str:
+    headers = HeaderParser().parsestr(meta_text, headersonly=True)
+    value = (headers.get("Summary") or "").strip()
+    return value if len(value) < 300 and value.upper() != "UNKNOWN" else ""
+
+
+def dist_base(name: str) -> str:
+    """Distribution name without the version: 'rich-13.7.1' -> 'rich'."""
+    return re.split(r"-\d", name, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def is_heldout(path: str) -> bool:
+    head, _, rest = path.partition("/")
+    if head == "stdlib":
+        parts = rest.split("/")
+        if parts[0] == "test" and len(parts) > 1:  # the packages' own tests go with them
+            return parts[1].removeprefix("test_").removesuffix(".py") in HELDOUT_STDLIB
+        return parts[0].removesuffix(".py") in HELDOUT_STDLIB
+    return dist_base(head) in HELDOUT_DISTS
 
 
 def long_description(meta_text: str) -> str:
@@ -94,14 +127,16 @@ def site_files(site: Path, recipe: dict):
         if not lic or COPYLEFT.search(lic) or not PERMISSIVE.search(lic):
             recipe["skipped_distributions"].append({"dist": name, "licence": lic})
             continue
-        recipe["distributions"].append({"dist": name, "licence": lic})
+        summary = summary_of(meta)
+        recipe["distributions"].append({"dist": name, "licence": lic, "summary": summary,
+                                        "heldout": dist_base(name) in HELDOUT_DISTS})
         desc = long_description(meta)
         if desc:
             yield f"{name}/METADATA", None, desc
         for line in record.splitlines():
             rel = line.split(",", 1)[0]
             suffix = Path(rel).suffix
-            if suffix not in CODE_EXT | DOC_EXT or rel.startswith(".."):
+            if suffix not in CODE_EXT | DOC_EXT or rel.startswith("..") or VENDORED.search(rel):
                 continue
             path = site / rel
             if path.is_file():
@@ -111,6 +146,7 @@ def site_files(site: Path, recipe: dict):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--hash-heldout-pct", type=int, default=HELDOUT_PCT)
     args = ap.parse_args()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     site = Path(sysconfig.get_paths()["purelib"])
@@ -118,7 +154,9 @@ def main() -> None:
         "python": sys.version.split()[0],
         "stdlib": str(stdlib),
         "site_packages": str(site),
-        "heldout_pct": HELDOUT_PCT,
+        "heldout_pct": args.hash_heldout_pct,
+        "heldout_dists": list(HELDOUT_DISTS),
+        "heldout_stdlib": list(HELDOUT_STDLIB),
         "filters": {"min_bytes": MIN_BYTES, "max_bytes": MAX_BYTES, "max_line": MAX_LINE,
                     "max_dist_bytes": MAX_DIST_BYTES},
         "distributions": [],
@@ -155,14 +193,23 @@ def main() -> None:
             pending.clear()
 
         def write(digest: str, name: str, source: str, text: str) -> None:
-            held = int(digest[:8], 16) % 100 >= 100 - HELDOUT_PCT
-            row = json.dumps({"path": name, "source": source, "text": text, "sha256": digest})
-            (fheld if held else ftrain).write(row + "\n")
-            key = "heldout" if held else "train"
+            held = is_heldout(name) or int(digest[:8], 16) % 100 >= 100 - args.hash_heldout_pct
+            row = {"path": name, "source": source, "text": text, "sha256": digest}
+            if name.endswith("/METADATA"):
+                row["summary"] = summaries.get(name.split("/", 1)[0], "")
+            if held:
+                held_rows.append(row)  # written at the end, minus texts also in training
+                return
+            train_hashes.add(digest)
+            ftrain.write(json.dumps(row) + "\n")
+            key = "train"
             stats[key] += 1
             stats[key + "_bytes"] += len(text.encode("utf-8"))
 
         pending: list[tuple[str, str, str, str]] = []
+        held_rows: list[dict] = []
+        train_hashes: set[str] = set()
+        summaries: dict[str, str] = {}
         for name, path in stdlib_files(stdlib):
             emit(name, "stdlib (PSF-2.0)", read_text(path))
         flush(None)
@@ -172,8 +219,18 @@ def main() -> None:
             if dist != current:
                 flush(MAX_DIST_BYTES)
                 current = dist
+            if path is None and name.endswith("/METADATA"):
+                summaries[dist] = next((d["summary"] for d in reversed(recipe["distributions"])
+                                        if d["dist"] == dist), "")
             emit(name, dist, text if path is None else read_text(path))
         flush(MAX_DIST_BYTES)
+        for row in held_rows:
+            if row["sha256"] in train_hashes:
+                stats["heldout_dropped_in_train"] = stats.get("heldout_dropped_in_train", 0) + 1
+                continue
+            fheld.write(json.dumps(row) + "\n")
+            stats["heldout"] += 1
+            stats["heldout_bytes"] += len(row["text"].encode("utf-8"))
     recipe["stats"] = stats
     (args.out / "recipe.json").write_text(json.dumps(recipe, indent=1))
     print(json.dumps(stats))

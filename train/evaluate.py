@@ -1,31 +1,29 @@
-"""Evaluate strata-tiny on held-out data (files whose content hash put them in the held-out
-split; no text of theirs was trained on).
+"""Evaluate strata-tiny on held-out packages (build_data.py holds out whole distributions and
+standard-library packages: no file of theirs, nor any edit or chat made from one, is trained on).
 
-1. bits per byte on held-out Python files: every file is tokenized with <|endoftext|> in front
-   and cut into windows of 1024 tokens that overlap by one token, so each token of the file is
-   predicted exactly once (context resets at window starts); bpb = total NLL in bits / UTF-8
-   bytes of the files.
-2. function-header completions: the file up to and including a held-out function's `def` line
-   (last 2000 characters, without the header's final newline) is the prompt; a sample (temperature 0.8, top-p 0.95, at most 160 new
-   tokens) is cut where the body ends (first non-blank line indented at or left of the `def`),
-   a line cut off by the token limit is dropped, and the header + body is parsed with `ast`.
-   Reported: share that parses with a non-empty body.
-3. rewrite exact match: held-out rewrite tasks (train/rewrite_tasks.py on the held-out files),
-   greedy decoding of edit_prompt(...) until <|endoftext|>; exact string equality with the
-   mechanically rewritten file, per edit kind.
+1. Whole-file edits: the tasks of file_tasks.py on held-out files of 2-10k characters (per
+   kind), greedy decoding of edit_prompt(...) until <|endoftext|>. Reported per kind: exact
+   match (the whole rewritten file, character for character, and the model stopped by
+   itself), the share of outputs that parse with `ast`, and for "unchanged" also the mean
+   line-level similarity to the original (difflib ratio), which shows how close misses are.
+2. Bits per byte on held-out Python files: each file with <|endoftext|> in front, cut into
+   windows of --bpb-window tokens that overlap by one token, so each token is predicted once.
+3. Chat transcripts: a few conversations about held-out functions, greedy, until <|im_end|>.
 
-    python train/evaluate.py --model app/strata/models/strata-tiny --data .devdata --out /tmp/ev
+    python train/evaluate.py --model app/strata/models/strata-tiny --tasks tasks.jsonl.gz \
+        --heldout .devdata/corpus/heldout.jsonl.gz --out /tmp/ev
+    python train/evaluate.py --ckpt run1 --tok tok ...      # a train.py checkpoint
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import gzip
 import json
 import math
 import random
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -33,10 +31,11 @@ import torch
 import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
+import chat_data  # noqa: E402
+from rewrite_tasks import iter_corpus  # noqa: E402
 from strata import prompts  # noqa: E402
-
-WINDOW = 1024
 
 
 def _autocast(device):
@@ -44,28 +43,25 @@ def _autocast(device):
                           dtype=torch.bfloat16, enabled=str(device).startswith("cuda"))
 
 
-def heldout_code(data: Path, limit: int):
-    rows = []
-    with gzip.open(data / "corpus" / "heldout.jsonl.gz", "rt") as f:
-        for line in f:
-            row = json.loads(line)
-            if row["path"].endswith(".py"):
-                rows.append(row)
-    return rows[:limit]
+def parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
 
 
 @torch.no_grad()
-def bits_per_byte(model, tokenizer, rows, device, batch=16):
+def bits_per_byte(model, tokenizer, rows, device, window, batch=8):
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     windows, total_bytes = [], 0
     for row in rows:
         ids = [eos] + tokenizer.encode(row["text"]).ids
         total_bytes += len(row["text"].encode("utf-8"))
-        for start in range(0, len(ids) - 1, WINDOW - 1):
-            windows.append(ids[start:start + WINDOW])
+        for start in range(0, len(ids) - 1, window - 1):
+            windows.append(ids[start:start + window])
     windows.sort(key=len)
-    nll = 0.0
-    n_tok = 0
+    nll, n_tok = 0.0, 0
     for i in range(0, len(windows), batch):
         chunk = windows[i:i + batch]
         width = max(len(w) for w in chunk)
@@ -79,22 +75,21 @@ def bits_per_byte(model, tokenizer, rows, device, batch=16):
             logits = model(input_ids=x).logits
         lp = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1),
                              reduction="none").view(len(chunk), -1)
-        valid = m[:, 1:]
-        nll += float((lp * valid).sum())
-        n_tok += int(valid.sum())
+        nll += float((lp * m[:, 1:]).sum())
+        n_tok += int(m[:, 1:].sum())
     return {"bits_per_byte": nll / math.log(2) / total_bytes, "files": len(rows), "bytes": total_bytes,
-            "tokens": n_tok, "nll_per_token": nll / n_tok}
+            "tokens": n_tok, "window": window}
 
 
 @torch.no_grad()
-def generate(model, tokenizer, prompt_texts, device, max_new_tokens, sample=False, batch=160, seed=0):
-    """Left-padded batched generation with transformers' generate; returns decoded continuations
-    (up to, not including, the first <|endoftext|>) and whether each stopped by itself."""
+def generate(model, tokenizer, prompt_texts, device, max_new, stop_id, batch=128, max_time=None):
+    """Left-padded batched greedy generation with transformers' generate; returns
+    (continuation up to, not including, the first stop token, stopped by itself)."""
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     encoded = [tokenizer.encode(t).ids for t in prompt_texts]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     results = [None] * len(encoded)
-    torch.manual_seed(seed)
+    t0 = time.time()
     for s in range(0, len(order), batch):
         idx = order[s:s + batch]
         width = max(len(encoded[i]) for i in idx)
@@ -103,71 +98,23 @@ def generate(model, tokenizer, prompt_texts, device, max_new_tokens, sample=Fals
         for j, i in enumerate(idx):
             x[j, width - len(encoded[i]):] = torch.tensor(encoded[i])
             m[j, width - len(encoded[i]):] = 1
-        limit = max_new_tokens(idx) if callable(max_new_tokens) else max_new_tokens
-        kwargs = dict(do_sample=True, temperature=0.8, top_p=0.95, top_k=0) if sample else dict(do_sample=False)
+        limit = max_new(idx) if callable(max_new) else max_new
+        left = None if max_time is None else max(5.0, max_time - (time.time() - t0))
         with _autocast(device):
             out = model.generate(input_ids=x.to(device), attention_mask=m.to(device), max_new_tokens=limit,
-                                 eos_token_id=eos, pad_token_id=eos, **kwargs)
+                                 eos_token_id=[eos, stop_id], pad_token_id=eos, do_sample=False,
+                                 max_time=left)
         for j, i in enumerate(idx):
             new = out[j, width:].tolist()
-            stopped = eos in new
-            if stopped:
-                new = new[:new.index(eos)]
-            results[i] = (tokenizer.decode(new, skip_special_tokens=False), stopped)
+            stopped = stop_id in new or eos in new
+            cut = min([new.index(t) for t in (stop_id, eos) if t in new], default=len(new))
+            results[i] = (tokenizer.decode(new[:cut], skip_special_tokens=False), stopped)
     return results
 
 
-def header_prompts(rows, limit, seed=0):
-    rng = random.Random(seed)
-    out = []
-    for row in rows:
-        text = row["text"]
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
-        lines = text.splitlines(keepends=True)
-        cands = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.body and n.body[0].lineno == n.lineno + 1 and len(n.body) >= 1
-                 and lines[n.lineno - 1].rstrip().endswith(":")]
-        rng.shuffle(cands)
-        for n in cands[:2]:
-            # The prompt stops before the header's newline: in training a newline that starts an
-            # indented line is one token with the indentation, so a prompt ending in a bare
-            # newline would ask for an unindented line.
-            prefix = "".join(lines[:n.lineno]).rstrip("\n")
-            if len(prefix) > 2000:
-                cut = prefix.find("\n", len(prefix) - 2000)
-                prefix = prefix[cut + 1:]
-            out.append({"path": row["path"], "prompt": prefix, "indent": n.col_offset})
-    rng.shuffle(out)
-    return out[:limit]
-
-
-def completion_parses(prompt: str, indent: int, completion: str, stopped: bool):
-    lines = (prompt.splitlines()[-1] + completion).splitlines(keepends=True)
-    if not stopped and lines and not lines[-1].endswith("\n"):
-        lines = lines[:-1]  # cut off by the token limit
-    if not lines:
-        return False, ""
-    header, body = lines[0], []
-    for line in lines[1:]:
-        if line.strip() and (len(line) - len(line.lstrip(" "))) <= indent:
-            break
-        body.append(line)
-    if not any(line.strip() for line in body):
-        return False, ""
-    func = textwrap.dedent(header + "".join(body))
-    try:
-        ast.parse(func)
-        return True, func
-    except (SyntaxError, ValueError):
-        return False, func
-
-
-def load_tasks(data: Path, per_kind: int):
+def load_tasks(path: Path, per_kind: int):
     tasks, count = [], {}
-    with gzip.open(data / "heldout_tasks.jsonl.gz", "rt") as f:
+    with gzip.open(path, "rt") as f:
         for line in f:
             t = json.loads(line)
             if count.get(t["kind"], 0) < per_kind:
@@ -176,76 +123,139 @@ def load_tasks(data: Path, per_kind: int):
     return tasks
 
 
-def run_all(model, tokenizer, data: Path, out: Path, device, per_kind=40, n_headers=200, n_files=400,
-            log=print):
+def eval_edits(model, tokenizer, tasks, device, max_time, log):
+    eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     t0 = time.time()
-    results = {}
-    samples = []
-    rows = heldout_code(data, n_files)
-    results["heldout_bpb"] = bits_per_byte(model, tokenizer, rows, device)
-    log(f"held-out bpb: {json.dumps(results['heldout_bpb'])} ({time.time() - t0:.0f}s)")
-    (out / "eval.json").write_text(json.dumps(results, indent=1))
-
-    t1 = time.time()
-    tasks = load_tasks(data, per_kind)
-    targets = [tokenizer.encode(t["rewritten"]).ids for t in tasks]
+    targets = [len(tokenizer.encode(t["rewritten"]).ids) for t in tasks]
     gens = generate(model, tokenizer,
                     [prompts.edit_prompt(t["filename"], t["original"], t["instruction"]) for t in tasks],
-                    device, max_new_tokens=lambda idx: max(len(targets[i]) for i in idx) + 24)
-    per_kind_res = {}
+                    device, max_new=lambda idx: max(targets[i] for i in idx) + 64, stop_id=eos,
+                    max_time=max_time)
+    per_kind, samples = {}, []
     for t, (text, stopped) in zip(tasks, gens):
         ok = stopped and text == t["rewritten"]
-        k = per_kind_res.setdefault(t["kind"], {"tasks": 0, "exact": 0})
+        k = per_kind.setdefault(t["kind"], {"tasks": 0, "exact": 0, "parse": 0, "stopped": 0, "similarity": 0.0})
         k["tasks"] += 1
         k["exact"] += int(ok)
-        if sum(1 for s in samples if s.get("kind") == t["kind"]) < 3:
-            samples.append({"kind": t["kind"], "instruction": t["instruction"], "exact": ok,
-                            "original": t["original"], "expected": t["rewritten"], "output": text})
-    for k in per_kind_res.values():
-        k["rate"] = k["exact"] / k["tasks"]
-    n = sum(k["tasks"] for k in per_kind_res.values())
-    results["rewrite_exact_match"] = {"per_kind": per_kind_res, "tasks": n,
-                                      "overall": sum(k["exact"] for k in per_kind_res.values()) / max(n, 1)}
-    log(f"rewrite exact match: {json.dumps(results['rewrite_exact_match'])} ({time.time() - t1:.0f}s)")
-    (out / "eval.json").write_text(json.dumps(results, indent=1))
+        k["parse"] += int(parses(text))
+        k["stopped"] += int(stopped)
+        if t["kind"] == "unchanged":
+            k["similarity"] += difflib.SequenceMatcher(None, t["original"].splitlines(), text.splitlines(),
+                                                       autojunk=False).ratio()
+        samples.append({"kind": t["kind"], "path": t["path"], "instruction": t["instruction"], "exact": ok,
+                        "stopped": stopped, "chars": len(t["original"]), "output": text if not ok else None})
+    for k in per_kind.values():
+        n = k["tasks"]
+        k["rate"] = k["exact"] / n
+        k["parse_rate"] = k["parse"] / n
+        k["similarity"] = k["similarity"] / n if k["similarity"] else None
+    n = sum(k["tasks"] for k in per_kind.values())
+    res = {"per_kind": per_kind, "tasks": n,
+           "overall": sum(k["exact"] for k in per_kind.values()) / max(n, 1),
+           "parse_rate": sum(k["parse"] for k in per_kind.values()) / max(n, 1),
+           "files_chars": [min(len(t["original"]) for t in tasks), max(len(t["original"]) for t in tasks)],
+           "seconds": round(time.time() - t0, 1)}
+    log(f"edits: overall {res['overall']:.3f}, parse {res['parse_rate']:.3f}, "
+        + ", ".join(f"{k} {v['rate']:.2f}" for k, v in sorted(per_kind.items())) + f" ({res['seconds']}s)")
+    return res, samples
 
-    t2 = time.time()
-    heads = header_prompts(rows, n_headers)
-    gens = generate(model, tokenizer, [h["prompt"] for h in heads], device, max_new_tokens=160, sample=True)
-    good = 0
-    for h, (text, stopped) in zip(heads, gens):
-        ok, func = completion_parses(h["prompt"], h["indent"], text, stopped)
-        good += ok
-        if sum(1 for s in samples if s.get("task") == "header") < 8:
-            samples.append({"task": "header", "path": h["path"], "parses": ok, "function": func})
-    results["header_completion_parse_rate"] = {"prompts": len(heads), "parse": good,
-                                               "rate": good / max(len(heads), 1),
-                                               "sampling": "temperature 0.8, top-p 0.95, 160 tokens"}
-    log(f"header completions: {json.dumps(results['header_completion_parse_rate'])} ({time.time() - t2:.0f}s)")
-    results["eval_seconds"] = round(time.time() - t0, 1)
-    (out / "eval.json").write_text(json.dumps(results, indent=1))
-    with open(out / "samples.jsonl", "w") as f:
-        for s in samples:
-            f.write(json.dumps(s) + "\n")
-    return results
+
+def chat_prompts(heldout_rows, n, seed=5):
+    """Conversations about held-out functions (the first user turn of chat_data's shapes) and a
+    few general ones."""
+    rng = random.Random(seed)
+    convs = [[{"role": "user", "content": "What does `os.path.join` do?"}],
+             [{"role": "user", "content": "Write a Python function `is_even(n)` that returns whether n is even."}]]
+    rows = [r for r in heldout_rows if r["path"].endswith(".py")]
+    rng.shuffle(rows)
+    for row in rows:
+        if len(convs) >= n:
+            break
+        cands = chat_data.candidates(row["text"])
+        if not cands:
+            continue
+        node, source, summary, doc = rng.choice(cands)
+        mod = chat_data.module_name(row["path"])
+        q = rng.choice((f"What does `{node.name}` in `{mod}` do?",
+                        f"What arguments does `{node.name}` take?\n\n```python\n{source.rstrip()}\n```",
+                        f"Explain this function:\n\n```python\n{source.rstrip()}\n```",
+                        f"Write a Python function `{chat_data.signature(node)}` that does this: {summary}"))
+        convs.append([{"role": "user", "content": q}])
+    return convs
+
+
+def eval_chat(model, tokenizer, convs, device):
+    im_end = tokenizer.token_to_id(prompts.IM_END)
+    texts = []
+    for c in convs:
+        texts.append("".join(f"{prompts.IM_START}{m['role']}\n{m['content']}{prompts.IM_END}\n" for m in c)
+                     + f"{prompts.IM_START}assistant\n")
+    gens = generate(model, tokenizer, texts, device, max_new=256, stop_id=im_end, batch=64)
+    return [{"messages": c, "reply": g[0], "stopped": g[1]} for c, g in zip(convs, gens)]
+
+
+def load_model(args, device):
+    from tokenizers import Tokenizer
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    import train as T
+
+    T.patch_experts()  # same function, one matrix product instead of a loop over experts
+    if args.model:
+        model = Qwen3NextForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+        tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
+    else:
+        config = Qwen3NextConfig.from_json_file(str(args.ckpt / "config.json"))
+        model = Qwen3NextForCausalLM(config)
+        T.load_checkpoint(model, args.ckpt)
+        tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
+    return model.to(device).eval(), tokenizer
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--data", type=Path, default=Path(".devdata"))
+    ap.add_argument("--model", type=Path, help="an exported Hugging Face folder")
+    ap.add_argument("--ckpt", type=Path, help="a train.py output folder (config.json + ckpt_a/b)")
+    ap.add_argument("--tok", type=Path, help="tokenizer folder (with --ckpt)")
+    ap.add_argument("--tasks", type=Path, required=True)
+    ap.add_argument("--heldout", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--per-kind", type=int, default=40)
-    ap.add_argument("--headers", type=int, default=200)
+    ap.add_argument("--per-kind", type=int, default=20)
+    ap.add_argument("--bpb-files", type=int, default=300)
+    ap.add_argument("--bpb-window", type=int, default=8192)
+    ap.add_argument("--chats", type=int, default=8)
+    ap.add_argument("--max-time", type=float, default=None, help="seconds for all edit generations")
+    ap.add_argument("--skip", default="", help="comma list of parts to skip: edits,bpb,chat")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
-    from tokenizers import Tokenizer
-    from transformers import Qwen3NextForCausalLM
-
-    model = Qwen3NextForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(args.device).eval()
-    tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     args.out.mkdir(parents=True, exist_ok=True)
-    run_all(model, tokenizer, args.data, args.out, args.device, args.per_kind, args.headers)
+    skip = set(filter(None, args.skip.split(",")))
+
+    def log(msg):
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    if args.device == "cuda":
+        import train as T
+
+        T.use_fla(log)
+    model, tokenizer = load_model(args, args.device)
+    results = {"model": str(args.model or args.ckpt)}
+    heldout = list(iter_corpus(args.heldout))
+    if "edits" not in skip:
+        tasks = load_tasks(args.tasks, args.per_kind)
+        results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log)
+        (args.out / "edit_samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+        (args.out / "eval.json").write_text(json.dumps(results, indent=1))
+    if "bpb" not in skip:
+        code = [r for r in heldout if r["path"].endswith(".py")][:args.bpb_files]
+        results["heldout_bpb"] = bits_per_byte(model, tokenizer, code, args.device, args.bpb_window)
+        log(f"bpb {json.dumps(results['heldout_bpb'])}")
+        (args.out / "eval.json").write_text(json.dumps(results, indent=1))
+    if "chat" not in skip:
+        results["chat"] = eval_chat(model, tokenizer, chat_prompts(heldout, args.chats), args.device)
+        for c in results["chat"][:3]:
+            log(f"chat: {c['messages'][-1]['content'][:80]!r} -> {c['reply'][:200]!r}")
+    (args.out / "eval.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

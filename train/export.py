@@ -1,4 +1,4 @@
-"""Turn a training checkpoint (ckpt_a/b.safetensors from train/train.py) into the shipped
+"""Turn a training checkpoint (config.json + ckpt_N.safetensors from train/train.py) into the shipped
 Hugging Face folder app/strata/models/strata-tiny: config.json, model.safetensors (bf16, saved by
 transformers' save_pretrained so the layout is the standard qwen3_next one), tokenizer.json,
 tokenizer_config.json (chat template = strata.prompts.CHAT_TEMPLATE), generation_config.json.
@@ -30,16 +30,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     from tokenizers import Tokenizer
-    from transformers import GenerationConfig, Qwen3NextForCausalLM
-    from safetensors.torch import load_file
+    from transformers import GenerationConfig, Qwen3NextConfig, Qwen3NextForCausalLM
 
     tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
-    config = T.make_config(tokenizer)
+    config = Qwen3NextConfig.from_json_file(str(args.ckpt / "config.json"))
     config.dtype = torch.bfloat16
     model = Qwen3NextForCausalLM(config)
-    sd = {}
-    for name in ("a", "b"):
-        sd.update(load_file(str(args.ckpt / f"ckpt_{name}.safetensors")))
+    sd = T.read_checkpoint(args.ckpt)
     missing, unexpected = model.load_state_dict(sd, strict=False)
     if missing or unexpected:
         raise SystemExit(f"checkpoint does not match the model: missing {missing}, unexpected {unexpected}")

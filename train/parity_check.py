@@ -6,7 +6,7 @@ the token strata picked, so transformers' own greedy decode of the prompt gives 
 sequence. For the first --full prompts, transformers' generate() (greedy, with its cache) is
 also run and compared token for token.
 
-    PYTHONPATH=app python train/parity_check.py --model app/strata/models/strata-tiny --data .devdata
+    PYTHONPATH=app python train/parity_check.py --model app/strata/models/strata-tiny --tasks tasks.jsonl.gz
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ CODE_PROMPTS = [
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--data", type=Path, default=Path(".devdata"))
+    ap.add_argument("--tasks", type=Path, required=True, help="held-out edit tasks (file_tasks.py output)")
     ap.add_argument("--rewrites", type=int, default=8)
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--full", type=int, default=2)
@@ -48,7 +48,7 @@ def main() -> None:
     hf = Qwen3NextForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
     eng = strata.load(args.model, threads=2)
     texts = list(CODE_PROMPTS)
-    with gzip.open(args.data / "heldout_tasks.jsonl.gz", "rt") as f:
+    with gzip.open(args.tasks, "rt") as f:
         tasks = [json.loads(line) for line in f]
     seen = set()
     for t in tasks:

@@ -1,28 +1,24 @@
-"""Train strata-tiny (qwen3_next: Gated DeltaNet + gated attention 3:1, MoE with a shared expert)
-on one GPU with PyTorch and transformers' Qwen3NextForCausalLM.
+"""Train strata-tiny v2 (qwen3_next: Gated DeltaNet + gated attention 1:1, MoE with a shared
+expert) on one GPU with PyTorch and transformers' Qwen3NextForCausalLM.
 
-Inputs (built on the CPU by train/build_data.py, train/train_tokenizer.py and
-train/rewrite_tasks.py; see train/README.md):
-  <data>/corpus/train.jsonl.gz, <data>/tok/tokenizer.json, <data>/heldout_tasks.jsonl.gz,
-  <data>/corpus/heldout.jsonl.gz
-Rewrite tasks for training are generated here from the training corpus with
-train/rewrite_tasks.py, one fresh draw (seed) per pass, on all CPU cores.
+Rows come from train/make_rows.py, which runs beside this process and writes shards of
+16385-token rows (whole-file edits, code-assistant chats, code) while training consumes them.
 
-Outputs under --out: run.json (hyper-parameters, data counts, timing), loss.csv, a checkpoint
+Outputs under --out: config.json, run.json (hyper-parameters, timing), loss.csv, a checkpoint
 (weights in the model's own parameter names, bf16, split in two safetensors files so each stays
-small) rewritten every --ckpt-every seconds, and at the end eval.json + samples.jsonl from
-train/evaluate.py.
+small) rewritten every --ckpt-every seconds, DONE at the end. train/evaluate.py evaluates it.
 
 Training differences from inference, none of which changes the function computed:
 - the routed experts are evaluated densely (every expert on every token, weighted by the
   sparse top-k router weights, so non-selected experts get weight 0) instead of transformers'
   per-expert loop, which syncs the GPU once per expert;
-- bf16 autocast; the GDN recurrence runs in fp32 as in transformers.
+- the Gated DeltaNet chunked recurrence runs in flash-linear-attention's kernel when it is
+  there and matches the PyTorch reference (use_fla);
+- bf16 autocast.
 """
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import os
@@ -39,32 +35,34 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
 
-import rewrite_tasks  # noqa: E402
 from strata import prompts  # noqa: E402
 
 MODEL_CONFIG = dict(
     vocab_size=8192,
-    hidden_size=256,
+    hidden_size=320,
     num_hidden_layers=8,
-    full_attention_interval=4,  # layers 3 and 7 are gated attention, the rest Gated DeltaNet
+    # v2: every second layer is gated attention (layers 1, 3, 5, 7). Copying a whole file of
+    # several thousand tokens exactly is an attention job (look up where you are in the
+    # original, copy the next token); v1's 3:1 mix drifted on long files.
+    full_attention_interval=2,
     num_attention_heads=4,
     num_key_value_heads=2,
     head_dim=64,
     partial_rotary_factor=0.25,
-    rope_theta=10000.0,
+    rope_theta=100000.0,
     linear_num_key_heads=4,
     linear_num_value_heads=8,
-    linear_key_head_dim=32,
-    linear_value_head_dim=32,
+    linear_key_head_dim=64,
+    linear_value_head_dim=64,
     linear_conv_kernel_dim=4,
     num_experts=16,
     num_experts_per_tok=4,
-    moe_intermediate_size=64,
-    shared_expert_intermediate_size=256,
-    intermediate_size=256,
+    moe_intermediate_size=80,
+    shared_expert_intermediate_size=320,
+    intermediate_size=320,
     norm_topk_prob=True,
     decoder_sparse_step=1,
-    max_position_embeddings=4096,
+    max_position_embeddings=32768,
     rms_norm_eps=1e-6,
     tie_word_embeddings=False,
     initializer_range=0.02,
@@ -108,6 +106,106 @@ def patch_experts():
     mq.Qwen3NextExperts.forward = dense_experts_forward
 
 
+def force_torch_gdn() -> None:
+    """Make transformers run its PyTorch Gated DeltaNet even where `fla` imports: its
+    decorator picks fla's kernels by itself when the package is importable (the first v2 run
+    crashed that way: fla 0.5.2 refuses the gated backward on Hopper with Triton < 3.7.1)."""
+    from transformers.models.qwen3_next import modeling_qwen3_next as mq
+
+    for name in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+        fn = getattr(mq, name)
+        setattr(mq, name, getattr(fn, "__wrapped__", fn))
+
+
+def use_fla(log) -> bool:
+    """Run the Gated DeltaNet chunked recurrence with flash-linear-attention's Triton kernel
+    when the `fla` package imports and matches transformers' PyTorch reference on a random
+    input (forward and gradients); otherwise force the PyTorch reference. Same function
+    either way."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception as exc:  # noqa: BLE001 - any import failure means: no fla
+        log(f"fla: not used ({type(exc).__name__}: {exc})")
+        force_torch_gdn()
+        return False
+    from transformers.models.qwen3_next import modeling_qwen3_next as mq
+
+    force_torch_gdn()
+    reference = mq.torch_chunk_gated_delta_rule
+
+    def fla_chunk(query, key, value, g, beta, initial_state=None, output_final_state=False,
+                  use_qk_l2norm_in_kernel=False, cu_seqlens=None, **_):
+        return chunk_gated_delta_rule(query, key, value, g=g, beta=beta, initial_state=initial_state,
+                                      output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                                      use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        b, t, h, d = 2, 300, 4, 64
+        mk = lambda *shape: torch.randn(*shape, device="cuda", generator=gen)
+        q, k, v = (mk(b, t, h, d).bfloat16().requires_grad_() for _ in range(3))
+        g = (-torch.rand(b, t, h, device="cuda", generator=gen) * 0.5).requires_grad_()
+        beta = torch.rand(b, t, h, device="cuda", generator=gen).bfloat16().requires_grad_()
+        outs = []
+        for fn in (reference, fla_chunk):
+            o, _ = fn(q, k, v, g=g, beta=beta, use_qk_l2norm_in_kernel=True)
+            grads = torch.autograd.grad(o.float().square().sum(), (q, k, v, g, beta))
+            outs.append([o.float()] + [x.float() for x in grads])
+        errs = [float((a - b_).norm() / b_.norm().clamp_min(1e-9)) for b_, a in zip(*outs)]
+        log(f"fla: relative error vs reference (out, dq, dk, dv, dg, dbeta): {[round(e, 4) for e in errs]}")
+        if not all(e < 3e-2 for e in errs):
+            log("fla: not used (does not match the reference)")
+            return False
+    except Exception as exc:  # noqa: BLE001
+        log(f"fla: not used (self-test failed: {type(exc).__name__}: {exc})")
+        return False  # force_torch_gdn() already put the reference in place
+    mq.torch_chunk_gated_delta_rule = fla_chunk
+    log("fla: chunk_gated_delta_rule from flash-linear-attention")
+    return True
+
+
+class ShardFeed:
+    """Training rows from make_rows.py's shards (rows_NNNN.npy), in shard order, as they appear.
+    If training catches up with the producer it re-reads rows it has already trained on (the
+    count is logged and kept in run.json) instead of waiting."""
+
+    def __init__(self, folder: Path, batch: int, seed: int, log):
+        self.folder, self.batch, self.log = folder, batch, log
+        self.rng = np.random.default_rng(seed)
+        self.loaded: list[np.ndarray] = []
+        self.next_shard = 0
+        self.queue: list[np.ndarray] = []
+        self.reused_rows = 0
+
+    def _load_new(self) -> bool:
+        got = False
+        while (self.folder / f"rows_{self.next_shard:04d}.npy").exists():
+            arr = np.load(self.folder / f"rows_{self.next_shard:04d}.npy")
+            self.loaded.append(arr)
+            self.queue += list(arr[self.rng.permutation(len(arr))])
+            self.next_shard += 1
+            got = True
+        return got
+
+    def wait_first(self, timeout=900):
+        t0 = time.time()
+        while not self._load_new():
+            if time.time() - t0 > timeout:
+                raise SystemExit(f"no rows in {self.folder} after {timeout}s")
+            time.sleep(1)
+
+    def next_batch(self) -> np.ndarray:
+        if len(self.queue) < self.batch:
+            self._load_new()
+        if len(self.queue) < self.batch:
+            pool = np.concatenate(self.loaded)
+            self.queue += list(pool[self.rng.permutation(len(pool))])
+            self.reused_rows += len(pool)
+            self.log(f"caught up with the producer: re-reading {len(pool)} rows")
+        out, self.queue = self.queue[:self.batch], self.queue[self.batch:]
+        return np.stack(out)
+
+
 class RouterTap:
     """Collects router logits for the load-balancing loss."""
 
@@ -139,123 +237,49 @@ class RouterTap:
         return torch.stack(losses).mean()
 
 
-# ----------------------------------------------------------------------------------- data
-
-def corpus_path(data: Path) -> Path:
-    """train.jsonl.xz when present (smaller to carry), else train.jsonl.gz."""
-    xz = data / "corpus" / "train.jsonl.xz"
-    return xz if xz.exists() else data / "corpus" / "train.jsonl.gz"
-
-
-def load_corpus(path: Path):
-    return list(rewrite_tasks.iter_corpus(path))
-
-
-def encode_all(tokenizer, texts, batch=2048):
-    out = []
-    for i in range(0, len(texts), batch):
-        out += [np.asarray(e.ids, dtype=np.int32) for e in tokenizer.encode_batch(texts[i:i + batch])]
-    return out
-
-
-def build_rows(rewrite_ids, code_stream, seq_len, code_row_frac, rng):
-    """Rows of seq_len+1 tokens. A rewrite row holds whole rewrite examples from position 0 and
-    is filled up from the code stream; after each rewrite row a pure code row (a slice of the
-    code stream) follows with probability code_row_frac / (1 - code_row_frac), so about
-    code_row_frac of the rows are pure code. Returns (rows [R, seq_len+1] int32, code tokens)."""
-    width = seq_len + 1
-    rows, code_tokens, pos = [], 0, 0
-    p_code = code_row_frac / (1 - code_row_frac)
-
-    def take(n):
-        nonlocal pos, code_tokens
-        if pos + n > len(code_stream):
-            pos = 0
-        piece = code_stream[pos:pos + n]
-        pos += n
-        code_tokens += n
-        return piece
-
-    order = list(range(len(rewrite_ids)))
-    rng.shuffle(order)
-    cur, used = [], 0
-    for idx in order:
-        ex = rewrite_ids[idx]
-        if used + len(ex) > width:
-            cur.append(take(width - used))
-            rows.append(np.concatenate(cur))
-            cur, used = [], 0
-            if rng.random() < p_code:
-                rows.append(take(width))
-        cur.append(ex)
-        used += len(ex)
-    if cur:
-        cur.append(take(width - used))
-        rows.append(np.concatenate(cur))
-    return np.stack(rows).astype(np.int32), code_tokens
-
-
-def prepare_data(args, tokenizer, log):
-    t0 = time.time()
-    eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
-    corpus = load_corpus(corpus_path(args.data))
-    code_ids = encode_all(tokenizer, [r["text"] for r in corpus])
-    code_stream = np.concatenate([np.append(ids, eos) for ids in code_ids]).astype(np.int32)
-    log(f"corpus: {len(corpus)} files, {len(code_stream)} tokens ({time.time() - t0:.0f}s)")
-    rewrite_ids, kinds = [], {}
-    for p in range(args.rewrite_passes):
-        t1 = time.time()
-        tasks = list(rewrite_tasks.generate(corpus_path(args.data), args.per_snippet,
-                                            seed=args.seed * 1000 + p, workers=args.workers))
-        texts = [prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"])
-                 for t in tasks]
-        ids = encode_all(tokenizer, texts)
-        kept = 0
-        for t, x in zip(tasks, ids):
-            if len(x) <= args.seq_len + 1:
-                rewrite_ids.append(x)
-                kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
-                kept += 1
-        log(f"rewrite pass {p}: {len(tasks)} tasks, {kept} fit ({time.time() - t1:.0f}s)")
-    rng = random.Random(args.seed)
-    rows, code_tokens = build_rows(rewrite_ids, code_stream, args.seq_len, args.code_row_frac, rng)
-    perm = np.random.default_rng(args.seed).permutation(len(rows))
-    rows = rows[perm]
-    rewrite_tokens = int(sum(len(x) for x in rewrite_ids))
-    stats = {"corpus_files": len(corpus), "corpus_tokens": int(len(code_stream)),
-             "rewrite_examples": len(rewrite_ids), "rewrite_tokens": rewrite_tokens,
-             "rewrite_kinds": kinds, "rows": int(len(rows)), "row_tokens": int(rows.size),
-             "code_tokens_in_rows": int(code_tokens), "prep_seconds": round(time.time() - t0, 1)}
-    log(json.dumps(stats))
-    return rows, stats
-
-
 # ------------------------------------------------------------------------------ checkpoint
 
+PART_BYTES = 15_000_000  # each checkpoint file stays under the 16 MiB a GPU call can return
+
+
 def save_checkpoint(model, out: Path, tag: str):
+    """bf16 weights in files ckpt_0.safetensors, ckpt_1, ... of at most PART_BYTES each
+    (written to .tmp and renamed, so a reader never sees half a file)."""
     from safetensors.torch import save_file
 
     sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()}
-    keys = sorted(sd)
-    total = sum(v.numel() * 2 for v in sd.values())
-    half, acc, split = total / 2, 0, len(keys)
-    for i, k in enumerate(keys):
-        acc += sd[k].numel() * 2
-        if acc >= half:
-            split = i + 1
-            break
-    for name, part in (("a", keys[:split]), ("b", keys[split:])):
-        tmp = out / f"ckpt_{name}.safetensors.tmp"
-        save_file({k: sd[k] for k in part}, str(tmp), metadata={"tag": tag})
-        os.replace(tmp, out / f"ckpt_{name}.safetensors")
+    parts, cur, size = [], [], 0
+    for k in sorted(sd):
+        n = sd[k].numel() * 2
+        if cur and size + n > PART_BYTES:
+            parts.append(cur)
+            cur, size = [], 0
+        cur.append(k)
+        size += n
+    parts.append(cur)
+    for old in out.glob("ckpt_*.safetensors"):
+        if int(old.name.split("_")[1].split(".")[0]) >= len(parts):
+            old.unlink()
+    for i, keys in enumerate(parts):
+        tmp = out / f"ckpt_{i}.safetensors.tmp"
+        save_file({k: sd[k] for k in keys}, str(tmp), metadata={"tag": tag, "parts": str(len(parts))})
+        os.replace(tmp, out / f"ckpt_{i}.safetensors")
+
+
+def read_checkpoint(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    files = sorted(folder.glob("ckpt_*.safetensors"), key=lambda p: int(p.name.split("_")[1].split(".")[0]))
+    if not files:
+        raise SystemExit(f"{folder}: no ckpt_*.safetensors")
+    sd = {}
+    for f in files:
+        sd.update(load_file(str(f)))
+    return sd
 
 
 def load_checkpoint(model, folder: Path):
-    from safetensors.torch import load_file
-
-    sd = {}
-    for name in ("a", "b"):
-        sd.update(load_file(str(folder / f"ckpt_{name}.safetensors")))
+    sd = read_checkpoint(folder)
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
     if missing or unexpected:
         raise SystemExit(f"checkpoint mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
@@ -265,29 +289,23 @@ def load_checkpoint(model, folder: Path):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", type=Path, default=Path(".devdata"))
+    ap.add_argument("--rows", type=Path, required=True, help="make_rows.py output folder (shards appear while training)")
+    ap.add_argument("--tok", type=Path, required=True, help="folder with tokenizer.json")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--seq-len", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--min-lr-frac", type=float, default=0.05)
-    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--aux-coef", type=float, default=0.01)
     ap.add_argument("--max-steps", type=int, default=100000)
     ap.add_argument("--minutes", type=float, default=7.0, help="training time budget (schedule follows it)")
-    ap.add_argument("--rewrite-passes", type=int, default=3)
-    ap.add_argument("--per-snippet", type=int, default=3)
-    ap.add_argument("--code-row-frac", type=float, default=0.15)
-    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="unix time at which training ends (overrides --minutes; the budget is counted from the first step)")
     ap.add_argument("--ckpt-every", type=float, default=60.0)
-    ap.add_argument("--compile", choices=("auto", "yes", "no"), default="no")
     ap.add_argument("--init-from", type=Path, default=None, help="folder with ckpt_a/b, or an exported model folder, to continue from")
-    ap.add_argument("--eval", action="store_true", help="run train/evaluate.py at the end")
-    ap.add_argument("--eval-per-kind", type=int, default=40)
-    ap.add_argument("--eval-headers", type=int, default=200)
-    ap.add_argument("--eval-files", type=int, default=400)
+    ap.add_argument("--fla", choices=("auto", "no"), default="auto")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a very small model for a CPU smoke test")
     args = ap.parse_args()
@@ -308,17 +326,20 @@ def main() -> None:
     random.seed(args.seed)
     np.random.seed(args.seed)
     log(f"torch {torch.__version__} transformers {transformers.__version__} device {args.device}")
-    tokenizer = Tokenizer.from_file(str(args.data / "tok" / "tokenizer.json"))
+    if args.device == "cuda" and args.fla == "auto":
+        fla = use_fla(log)
+    else:
+        force_torch_gdn()
+        fla = False
+    tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
     config = make_config(tokenizer)
     if args.tiny:
         config.hidden_size, config.num_experts, config.moe_intermediate_size = 64, 4, 16
-        config.linear_key_head_dim = config.linear_value_head_dim = 8
+        config.linear_key_head_dim = config.linear_value_head_dim = 16
         config.shared_expert_intermediate_size = 64
-    rows, data_stats = prepare_data(args, tokenizer, log)
 
     patch_experts()
     if args.init_from and (args.init_from / "config.json").exists():
-        # continue from an exported Hugging Face folder (e.g. the shipped strata-tiny)
         model = Qwen3NextForCausalLM.from_pretrained(args.init_from, dtype=torch.float32).to(args.device)
         config = model.config
     else:
@@ -328,6 +349,7 @@ def main() -> None:
         log(f"initialised from {args.init_from}")
     n_params = sum(p.numel() for p in model.parameters())
     log(f"parameters: {n_params} ({n_params * 2 / 1e6:.2f} MB in bf16)")
+    (args.out / "config.json").write_text(config.to_json_string())
     tap = RouterTap(model)
 
     decay, no_decay = [], []
@@ -337,27 +359,23 @@ def main() -> None:
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=args.device == "cuda")
 
+    feed = ShardFeed(args.rows, args.batch, args.seed, log)
+    feed.wait_first()
     run = {"args": {k: str(v) for k, v in vars(args).items()}, "model_config": config.to_dict(),
-           "parameters": n_params, "data": data_stats,
+           "parameters": n_params, "fla": fla,
            "torch": torch.__version__, "transformers": transformers.__version__,
            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu"}
     (args.out / "run.json").write_text(json.dumps(run, indent=1))
 
-    layers = model.model.layers
-    if args.compile == "yes":
-        for i in range(len(layers)):
-            layers[i] = torch.compile(layers[i])
-        log("compiled decoder layers")
-
     loss_csv = open(args.out / "loss.csv", "a")
     if loss_csv.tell() == 0:
         loss_csv.write("step,tokens,seconds,lr,loss,aux\n")
-    budget = args.minutes * 60
-    step, tokens_seen, row_pos = 0, 0, 0
     t_start = time.time()
+    budget = (args.deadline - t_start) if args.deadline else args.minutes * 60
+    log(f"training budget {budget:.0f}s")
+    step, tokens_seen = 0, 0
     last_ckpt = t_start
     ema = None
-    eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     model.train()
     while step < args.max_steps:
         elapsed = time.time() - t_start
@@ -370,11 +388,7 @@ def main() -> None:
             lr = args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress)))
         for g in opt.param_groups:
             g["lr"] = lr
-        if row_pos + args.batch > len(rows):
-            row_pos = 0
-            rows = rows[np.random.default_rng(args.seed + step).permutation(len(rows))]
-        batch = torch.from_numpy(rows[row_pos:row_pos + args.batch]).to(args.device, non_blocking=True).long()
-        row_pos += args.batch
+        batch = torch.from_numpy(feed.next_batch().astype(np.int64)).to(args.device, non_blocking=True)
         inputs, labels = batch[:, :-1], batch[:, 1:]
         mask = torch.ones_like(labels, dtype=torch.bool)
         with torch.autocast(device_type="cuda" if args.device == "cuda" else "cpu", dtype=torch.bfloat16):
@@ -395,28 +409,21 @@ def main() -> None:
             secs = time.time() - t_start
             loss_csv.write(f"{step},{tokens_seen},{secs:.1f},{lr:.6f},{lv:.4f},{av:.4f}\n")
             loss_csv.flush()
+            if step == 3 and args.device == "cuda":
+                log(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB at batch {args.batch}")
             if step % 50 == 0 or step <= 3:
                 log(f"step {step} loss {lv:.4f} (ema {ema:.4f}) aux {av:.3f} lr {lr:.2e} "
-                    f"{tokens_seen / max(secs, 1e-9):.0f} tok/s {secs:.0f}s")
+                    f"{tokens_seen / max(secs, 1e-9):.0f} tok/s {secs:.0f}s shards {feed.next_shard}")
         if time.time() - last_ckpt > args.ckpt_every:
             save_checkpoint(model, args.out, f"step {step}")
             last_ckpt = time.time()
     train_seconds = time.time() - t_start
     save_checkpoint(model, args.out, f"step {step}")
-    run.update(steps=step, tokens_seen=tokens_seen, train_seconds=round(train_seconds, 1))
+    run.update(steps=step, tokens_seen=tokens_seen, train_seconds=round(train_seconds, 1),
+               shards_used=feed.next_shard, reused_rows=feed.reused_rows)
     (args.out / "run.json").write_text(json.dumps(run, indent=1))
+    (args.out / "DONE").write_text(f"{step}\n")
     log(f"done: {step} steps, {tokens_seen} tokens, {train_seconds:.0f}s")
-    if args.eval:
-        import evaluate
-
-        model.eval()
-        for i in range(len(layers)):
-            layers[i] = getattr(layers[i], "_orig_mod", layers[i])
-        results = evaluate.run_all(model, tokenizer, args.data, args.out, args.device,
-                                   per_kind=args.eval_per_kind, n_headers=args.eval_headers,
-                                   n_files=args.eval_files, log=log)
-        run["eval"] = results
-        (args.out / "run.json").write_text(json.dumps(run, indent=1))
 
 
 if __name__ == "__main__":

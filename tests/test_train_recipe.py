@@ -1,0 +1,198 @@
+"""strata-tiny's training recipe (train/): whole-file edit tasks have exactly the rewrite their
+instruction asks for, instructions vary, the held-out split is by package, conversations are
+in the model's own chat template, and packed rows keep every example whole."""
+from __future__ import annotations
+
+import ast
+import random
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "train"))
+
+import build_data  # noqa: E402
+import chat_data  # noqa: E402
+import file_tasks  # noqa: E402
+import make_rows  # noqa: E402
+import phrasing  # noqa: E402
+from strata import prompts  # noqa: E402
+
+MODULE = '''"""A small module to edit."""
+import sys
+import os
+import json
+from pathlib import Path
+
+LIMIT = 42
+GREETING = "hello"
+
+
+def load_config(path, default=None):
+    """Read the JSON config at path."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def scale_values(values, factor):
+    result = []
+    for value in values:
+        result.append(value * factor)
+    return result
+
+
+class Counter:
+    def __init__(self, start):
+        self.count = start
+
+    def increment(self, step=1):
+        self.count += step
+        return self.count
+
+    def reset(self):
+        self.count = 0
+
+
+def main(argv):
+    counter = Counter(LIMIT)
+    print(GREETING, counter.increment(), os.getcwd(), Path(argv[0]).name)
+    return scale_values([1, 2, 3], 2)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+'''
+
+
+def names(text):
+    out = set()
+    for n in ast.walk(ast.parse(text)):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            out.add(n.name)
+    return out
+
+
+def tasks_of(kind, seeds=range(40)):
+    out = []
+    for seed in seeds:
+        t = file_tasks.make_task(MODULE, kind, random.Random(seed))
+        if t is not None:
+            out.append(t)
+    assert out, f"no {kind} task on the sample module"
+    return out
+
+
+@pytest.mark.parametrize("kind", file_tasks.KINDS)
+def test_every_kind_applies_and_the_rewrite_parses(kind):
+    for instr, rewritten, specs in tasks_of(kind):
+        ast.parse(rewritten)
+        assert instr.strip() and "\n" not in instr
+        assert (rewritten == MODULE) == (kind == "unchanged")
+        if kind == "multi":
+            assert len(specs) >= 2
+
+
+def test_each_edit_does_exactly_what_its_spec_says():
+    lines = MODULE.splitlines()
+    for kind in file_tasks.SINGLE_KINDS:
+        for _, out, (spec,) in tasks_of(kind):
+            new_lines = out.splitlines()
+            if kind == "rename":
+                assert spec["old"] not in names(out) and spec["new"] in names(out)
+                assert re.sub(rf"\b{re.escape(spec['new'])}\b", spec["old"], out) == MODULE
+            elif kind == "add_import":
+                assert new_lines.count(spec["stmt"]) == 1 and spec["stmt"] not in lines
+                assert len(new_lines) == len(lines) + 1
+            elif kind == "delete_import":
+                assert spec["stmt"] in lines and spec["stmt"] not in new_lines
+                assert len(new_lines) == len(lines) - 1
+            elif kind == "sort_imports":
+                block = [line for line in new_lines[1:6] if line.startswith(("import", "from"))]
+                assert block == sorted(block) and sorted(new_lines) == sorted(lines)
+            elif kind == "delete_function":
+                assert f"def {spec['name']}(" in MODULE and f"def {spec['name']}(" not in out
+            elif kind == "add_docstring":
+                assert f'"""{spec["d"]}"""' in out and len(new_lines) == len(lines) + 1
+            elif kind == "add_function":
+                assert out.startswith(MODULE.rstrip("\n")) and f"def {spec['sig']}:" in out
+            elif kind == "literal":
+                assert MODULE.count(spec["old"]) == 1
+                start = MODULE.index(spec["old"])
+                assert out == MODULE[:start] + spec["new"] + MODULE[start + len(spec["old"]):]
+
+
+def test_instructions_come_in_many_phrasings_and_name_the_right_things():
+    seen = set()
+    for seed in range(300):
+        rng = random.Random(seed)
+        spec = {"kind": "rename", "old": "scale_values", "new": "scaled", "what": "function"}
+        text = phrasing.phrase([spec], rng)
+        assert "scale_values" in text and "scaled" in text
+        seen.add(text)
+    assert len(seen) > 150
+    lowered = [s for s in seen if s == s.lower()]
+    ticked = [s for s in seen if "`scale_values`" in s]
+    assert lowered and ticked and len(ticked) < len(seen)
+
+
+def test_openers_only_go_before_requests():
+    for seed in range(200):
+        text = phrasing.finish("x -> y", random.Random(seed))
+        assert text.startswith("x -> y")
+    assert phrasing.is_request("rename a to b") and not phrasing.is_request("no changes")
+
+
+def test_heldout_split_is_by_package_and_vendored_copies_are_dropped():
+    assert build_data.is_heldout("rich-15.0.0/rich/console.py")
+    assert build_data.is_heldout("Jinja2-3.1.6/jinja2/lexer.py")
+    assert build_data.is_heldout("stdlib/email/message.py")
+    assert build_data.is_heldout("stdlib/test/test_asyncio/test_tasks.py")
+    assert build_data.is_heldout("stdlib/zipfile.py")
+    assert not build_data.is_heldout("stdlib/json/__init__.py")
+    assert not build_data.is_heldout("richtext-1.0/richtext/x.py")
+    assert not build_data.is_heldout("numpy-2.0.0/numpy/core/fromnumeric.py")
+    assert build_data.VENDORED.search("pip/_vendor/rich/console.py")
+    assert not build_data.VENDORED.search("vendor_tools/x.py")
+
+
+def test_conversations_use_the_models_chat_template():
+    jinja2 = pytest.importorskip("jinja2.sandbox")
+    row = {"path": "demo-1.0/demo/config.py", "text": MODULE, "sha256": "ab" * 32}
+    convs = [c for seed in range(30) for c in chat_data.chats_for_file(row, 2, seed)]
+    assert convs
+    env = jinja2.ImmutableSandboxedEnvironment()
+    for text in convs:
+        assert text.endswith(prompts.IM_END + "\n" + prompts.ENDOFTEXT)
+        turns = re.findall(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n", text, re.S)
+        msgs = [{"role": r, "content": c} for r, c in turns]
+        assert msgs[-1]["role"] == "assistant"
+        rendered = env.from_string(prompts.CHAT_TEMPLATE).render(messages=msgs, add_generation_prompt=False)
+        assert rendered + prompts.ENDOFTEXT == text
+    answers = " ".join(convs)
+    assert "`load_config(path, default=None)` reads the JSON config at path." in answers or \
+        "def load_config(path, default=None):" in answers
+
+
+def test_packed_rows_keep_examples_whole_and_start_rows_with_one():
+    packer = make_rows.Packer(width=64, eos=0, code_row_frac=0.2, seed=3)
+    for i in range(40):
+        packer.add_code(np.arange(1, 30, dtype=np.uint16) + i)
+    examples = [np.full(n, 1000 + n, dtype=np.uint16) for n in (10, 50, 30, 64, 7, 80, 33, 20)]
+    for ex in examples:
+        packer.add_example(ex, "edit")
+    packer.close()
+    assert packer.stats["dropped_long"] == 1  # the 80-token example does not fit a row
+    assert all(len(r) == 64 for r in packer.rows)
+    starts = [int(r[0]) for r in packer.rows if int(r[0]) >= 1000]
+    assert starts and all(s - 1000 in (10, 50, 30, 64, 7, 33, 20) for s in starts)
+    flat = np.concatenate(packer.rows)
+    for ex in examples[:5] + examples[6:]:
+        hits = np.flatnonzero(flat == ex[0])
+        assert len(hits) == len(ex), "an example was split across rows or lost"

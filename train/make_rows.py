@@ -1,0 +1,196 @@
+"""Produce strata-tiny v2 training rows, shard by shard, while training runs.
+
+Reads the training corpus (build_data.py), visits its files in a seeded order and, on a pool of
+worker processes, turns each into:
+- whole-file edit examples (file_tasks.py): the whole file, an instruction, the whole rewrite,
+  `prompts.edit_example`; files of MIN..MAX_CHARS characters, one or two kinds per file;
+- code-assistant conversations (chat_data.py) from documented functions and METADATA;
+- plain text for the code stream (every file: code, docs, METADATA).
+
+Rows are seq_len+1 tokens. An edit/chat row starts with a whole example at position 0, takes
+further whole examples while they fit and is topped up from the code stream; about
+code_row_frac of the rows are pure code. Rows go to <out>/rows_NNNN.npy (uint16, written
+atomically) every --shard-rows rows, so train.py can start on the first shard; when the
+corpus is used up a new pass starts with a new seed (fresh edits of the same files).
+<out>/producer.json has the counts so far.
+
+    python train/make_rows.py --corpus .devdata/corpus/train.jsonl.gz --tok .devdata/tok \
+        --out .devdata/rows --seq-len 16384 --max-tokens 300e6
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "app"))
+
+import chat_data  # noqa: E402
+import file_tasks  # noqa: E402
+from rewrite_tasks import iter_corpus  # noqa: E402
+from strata import prompts  # noqa: E402
+
+_TOK = None
+
+
+def _init(tok_path: str) -> None:
+    global _TOK
+    from tokenizers import Tokenizer
+
+    _TOK = Tokenizer.from_file(tok_path)
+
+
+def work(job):
+    """One chunk of files -> token arrays of edit examples, chats and code."""
+    rows, seed, p_two, p_chat, n_chat, p_code, max_chars = job
+    edits, chats, code, kinds = [], [], [], {}
+    for row in rows:
+        rng = random.Random(f"mix:{seed}:{row['sha256']}")
+        if file_tasks.usable(row, file_tasks.MIN_CHARS, max_chars):
+            n = 2 if rng.random() < p_two else 1
+            for t in file_tasks.tasks_for_file(row, n, seed):
+                edits.append(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
+                kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
+        if rng.random() < p_chat or row["path"].endswith("/METADATA"):
+            chats += chat_data.chats_for_file(row, n_chat, seed)
+        if rng.random() < p_code:
+            code.append(row["text"])
+    enc = lambda texts: [np.asarray(e.ids, dtype=np.uint16) for e in _TOK.encode_batch(texts)] if texts else []
+    return enc(edits), enc(chats), enc(code), kinds
+
+
+class Packer:
+    def __init__(self, width: int, eos: int, code_row_frac: float, seed: int):
+        self.width, self.eos = width, eos
+        self.p_code = code_row_frac / (1 - code_row_frac)
+        self.rng = random.Random(seed)
+        self.code: list[np.ndarray] = []
+        self.code_len = 0
+        self.cur: list[np.ndarray] = []
+        self.used = 0
+        self.rows: list[np.ndarray] = []
+        self.stats = {"edit_tokens": 0, "chat_tokens": 0, "code_tokens": 0, "dropped_long": 0}
+
+    def add_code(self, ids: np.ndarray) -> None:
+        self.code.append(np.append(ids, np.uint16(self.eos)))
+        self.code_len += len(ids) + 1
+
+    def take_code(self, n: int) -> np.ndarray:
+        out, need = [], n
+        while need > 0:
+            if not self.code:
+                out.append(np.full(need, self.eos, dtype=np.uint16))  # only before any code exists
+                break
+            piece = self.code[0]
+            if len(piece) <= need:
+                out.append(piece)
+                self.code.pop(0)
+                need -= len(piece)
+            else:
+                out.append(piece[:need])
+                self.code[0] = piece[need:]
+                need = 0
+        self.code_len -= n
+        self.stats["code_tokens"] += n
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.uint16)
+
+    def close(self) -> None:
+        self.cur.append(self.take_code(self.width - self.used))
+        self.rows.append(np.concatenate(self.cur))
+        self.cur, self.used = [], 0
+        if self.rng.random() < self.p_code and self.code_len > 2 * self.width:
+            self.rows.append(self.take_code(self.width))
+
+    def add_example(self, ids: np.ndarray, what: str) -> None:
+        if len(ids) > self.width:
+            self.stats["dropped_long"] += 1
+            return
+        if self.used + len(ids) > self.width:
+            self.close()
+        self.cur.append(ids)
+        self.used += len(ids)
+        self.stats[what + "_tokens"] += len(ids)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--tok", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seq-len", type=int, default=16384)
+    ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--shard-rows", type=int, default=256)
+    ap.add_argument("--max-tokens", type=float, default=300e6)
+    ap.add_argument("--max-chars", type=int, default=file_tasks.MAX_CHARS)
+    ap.add_argument("--p-two", type=float, default=0.35, help="share of files that get two edit tasks")
+    ap.add_argument("--p-chat", type=float, default=0.8, help="share of files that give conversations")
+    ap.add_argument("--chats-per-file", type=int, default=2)
+    ap.add_argument("--p-code", type=float, default=0.3, help="share of files that go to the code stream")
+    ap.add_argument("--code-row-frac", type=float, default=0.12)
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 4))
+    ap.add_argument("--chunk", type=int, default=24)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from tokenizers import Tokenizer
+
+    eos = Tokenizer.from_file(str(args.tok / "tokenizer.json")).token_to_id(prompts.ENDOFTEXT)
+    corpus = list(iter_corpus(args.corpus))
+    packer = Packer(args.seq_len + 1, eos, args.code_row_frac, args.seed)
+    shard, total_rows, kinds, t0 = 0, 0, {}, time.time()
+    counts = {"edit_examples": 0, "chats": 0, "passes": 0}
+
+    def flush(final=False):
+        nonlocal shard, total_rows
+        while len(packer.rows) >= args.shard_rows or (final and packer.rows):
+            part, packer.rows = packer.rows[:args.shard_rows], packer.rows[args.shard_rows:]
+            arr = np.stack(part).astype(np.uint16)
+            tmp = args.out / f"rows_{shard:04d}.tmp.npy"
+            np.save(tmp, arr)
+            os.replace(tmp, args.out / f"rows_{shard:04d}.npy")
+            shard += 1
+            total_rows += len(arr)
+            info = {"shards": shard, "rows": total_rows, "tokens": total_rows * (args.seq_len + 1),
+                    "seconds": round(time.time() - t0, 1), "kinds": kinds, **counts, **packer.stats,
+                    "seq_len": args.seq_len, "seed": args.seed, "corpus_files": len(corpus),
+                    "args": {k: str(v) for k, v in vars(args).items()}}
+            (args.out / "producer.json").write_text(json.dumps(info, indent=1))
+            print(f"shard {shard}: {total_rows} rows, {time.time() - t0:.0f}s", flush=True)
+
+    with mp.get_context("fork").Pool(args.workers, initializer=_init, initargs=(str(args.tok / "tokenizer.json"),)) as pool:
+        p = 0
+        while total_rows * (args.seq_len + 1) < args.max_tokens:
+            order = list(range(len(corpus)))
+            random.Random(args.seed + p).shuffle(order)
+            jobs = [([corpus[i] for i in order[s:s + args.chunk]], args.seed * 100 + p, args.p_two,
+                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars) for s in range(0, len(order), args.chunk)]
+            counts["passes"] = p + 1
+            for edits, chats, code, k in pool.imap(work, jobs):
+                for ids in code:
+                    packer.add_code(ids)
+                examples = [(e, "edit") for e in edits] + [(c, "chat") for c in chats]
+                packer.rng.shuffle(examples)
+                for ids, what in examples:
+                    packer.add_example(ids, what)
+                counts["edit_examples"] += len(edits)
+                counts["chats"] += len(chats)
+                for key, v in k.items():
+                    kinds[key] = kinds.get(key, 0) + v
+                flush()
+                if total_rows * (args.seq_len + 1) >= args.max_tokens:
+                    break
+            p += 1
+        flush(final=True)
+    print("producer done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
