@@ -135,9 +135,9 @@ public:
     virtual bool supports(Op op, WFormat f) const = 0;
     // Prefill mode on: the ops that follow may use faster kernels whose rows can depend on the
     // row count (matmul over many rows, causal attention over many queries). Off (the
-    // default): exact kernels only. A backend without prefill kernels just keeps the flag.
-    virtual void set_prefill(bool on) { prefill_ = on; }
-    bool prefill() const { return prefill_; }
+    // default): exact kernels only.
+    virtual void set_prefill(bool on) = 0;
+    virtual bool prefill() const = 0;
 
     // out[i] = row ids[i] of W as f32.
     virtual void embed(const MatView& W, const int32_t* ids, int n, float* out) = 0;
@@ -167,9 +167,6 @@ public:
                              const float* shared, const float* shared_gate, float* out) = 0;
     // x[i] += y[i]
     virtual void add(float* x, const float* y, size_t n) = 0;
-
-protected:
-    bool prefill_ = false;
 };
 
 // Backends join by registering a factory under a name (the CPU backend is always there).
