@@ -47,8 +47,30 @@ def shader_dir() -> Path:
     raise StrataError(f"webgpu: no WGSL kernels found next to {here} (strata installed without shaders/)")
 
 
+def _quiet_mesa() -> None:
+    # Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid or not set" on every adapter
+    # enumeration when the variable is missing (containers, CI, ssh sessions); give them a
+    # private folder, as a login session would, so nothing reaches the user's terminal.
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), f"strata-runtime-{os.getuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return
+    import stat
+
+    # only a real folder of our own that nobody else may enter (never one another user made)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+        os.environ["XDG_RUNTIME_DIR"] = path
+
+
 def native_module():
     """strata._engine.webgpu, or a StrataError when this build has no WebGPU backend."""
+    _quiet_mesa()
     from . import _engine
 
     mod = getattr(_engine, "webgpu", None)
