@@ -32,11 +32,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import benchlib
+
 ROOT = Path(__file__).resolve().parents[1]
-try:
-    import strata  # noqa: F401
-except ImportError:  # a source checkout: PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME
-    sys.path.insert(0, str(ROOT / "app"))
+strata = benchlib.import_strata()  # installed, or a checkout: PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME
 
 from strata import prompts  # noqa: E402
 from strata.session_format import read_session_file  # noqa: E402
@@ -194,8 +193,6 @@ def robust_speedup(off: dict, on: dict) -> float:
 
 
 def model_bench(args, workloads, tok) -> list[dict]:
-    import strata
-
     from strata import pack as _pack
 
     path = str(args.model)
@@ -206,10 +203,17 @@ def model_bench(args, workloads, tok) -> list[dict]:
     rows = []
     for w in workloads:
         best: dict[str, dict] = {}
+        others: list[float] = []
+        any_busy = False
         for _ in range(args.repeat):
             for label, drafter, k in (("off", "none", None), ("on", args.drafter, args.max_draft)):
-                r = run_turns(engine, w, tok, drafter=drafter, max_draft=k, min_match=args.min_match,
-                              forced=args.forced, max_new=args.max_new)
+                def once(drafter=drafter, k=k):
+                    return run_turns(engine, w, tok, drafter=drafter, max_draft=k, min_match=args.min_match,
+                                     forced=args.forced, max_new=args.max_new)
+                r, o, busy = benchlib.quiet_measure(once, args, f"{w.name} drafting {label}")
+                if o is not None:
+                    others.append(o)
+                any_busy |= busy
                 if label not in best or r["decode_s"] < best[label]["decode_s"]:
                     best[label] = r
         off, on = best["off"], best["on"]
@@ -219,6 +223,7 @@ def model_bench(args, workloads, tok) -> list[dict]:
             "speedup_median_cost": robust_speedup(off, on),
             "acceptance": on["acceptance"], "mean_keep": on["mean_keep"], "t_hist": on["t_hist"],
             "identical": off["outputs"] == on["outputs"], "prefill_s": on["prefill_s"],
+            "others_cores_max": max(others) if others else None, "busy": any_busy,
             "cost_T1_ms": on["cost_us"][0] / 1e3, "cost_T4_over_T1": on["cost_us"][3] / on["cost_us"][0] if on["cost_us"][0] else 0.0,
         })
         print(f"  {w.name}: {rows[-1]['speedup']:.2f}x ({rows[-1]['speedup_median_cost']:.2f}x at median costs)",
@@ -245,6 +250,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the fastest counts")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    benchlib.add_quiet_args(ap)
     args = ap.parse_args(argv)
 
     workloads = load_workloads(args.workloads, args.only)
@@ -273,12 +279,14 @@ def main(argv=None) -> int:
             mrows = model_bench(args, workloads, tok)
             result["model"] = mrows
             print("| workload | tokens | off tok/s | on tok/s | speedup | speedup (median cost/T) | acceptance "
-                  "| mean keep | T histogram | identical |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---|:---:|")
+                  "| mean keep | T histogram | identical | other processes (max cores) |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---|:---:|---:|")
             for r in mrows:
+                o = r["others_cores_max"]
                 print(f"| {r['workload']} | {r['tokens']} | {r['off_tok_s']:.1f} | {r['on_tok_s']:.1f} | "
                       f"{r['speedup']:.2f}x | {r['speedup_median_cost']:.2f}x | {r['acceptance']:.2f} | "
-                      f"{r['mean_keep']:.2f} | {fmt_hist(r['t_hist'])} | {'yes' if r['identical'] else 'NO'} |")
+                      f"{r['mean_keep']:.2f} | {fmt_hist(r['t_hist'])} | {'yes' if r['identical'] else 'NO'} | "
+                      + (f"{o:.2f}" if o is not None else "?") + (" (busy)" if r["busy"] else "") + " |")
             c = mrows[0]
             print(f"\nwindow cost T=1: {c['cost_T1_ms']:.2f} ms; estimated cost(4)/cost(1) = {c['cost_T4_over_T1']:.2f}")
     if args.json:

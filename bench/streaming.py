@@ -16,7 +16,9 @@ Builds a synthetic MoE pack of several GB on disk (random weights, realistic sha
     read rate, union per layer and extra cold experts per window;
   * read-ahead on/off and LRU vs LFU at 25 %.
 
-Speeds are compared as ratios inside this one run (the machines are noisy). The pack is
+Speeds are compared as ratios inside this one run (the machines are noisy); each engine row
+waits for a quiet machine first and records the cores other processes used ("others"), with
+the quiet-machine options every bench/ script takes (bench/benchlib.py). The pack is
 deleted afterwards unless --keep.
 
     PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME python bench/streaming.py [--quick]
@@ -37,8 +39,11 @@ import time
 
 import numpy as np
 
-from strata import config as strata_config
-from strata import pack
+import benchlib
+
+benchlib.import_strata()  # installed, or a checkout: PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME
+from strata import config as strata_config  # noqa: E402
+from strata import pack  # noqa: E402
 
 
 def synth_config(layers: int, experts: int, top_k: int, hidden: int, inter: int, vocab: int) -> dict:
@@ -312,13 +317,15 @@ def fmt_row(r: dict) -> str:
             f"{'on' if r['readahead'] else 'off':<3} | {r['eviction']} | {r['tok_s']:7.2f} | "
             f"{r['hit_rate'] * 100:5.1f}% | {r['bytes_per_token'] / mib:8.1f} | {r['read_rate'] / mib:7.0f} | "
             f"{r['late_wait_share'] * 100:5.1f}% | {r['union_per_layer']:5.1f} | {r['extra_cold_per_window']:6.1f} | "
-            f"{r['routing']}{' (approx.)' if r['approximate'] else ''} |")
+            f"{r['routing']}{' (approx.)' if r['approximate'] else ''} | "
+            + (f"{r['others_cores']:.2f}" if r.get("others_cores") is not None else "?")
+            + (" (busy)" if r.get("busy") else "") + " |")
 
 
 HEADER = ("| IO mode           | cache | window      | RA  | evict | tok/s   | hits   | MiB/token | MiB/s   "
-          "| wait  | union | xcold  | routing |\n"
+          "| wait  | union | xcold  | routing | others |\n"
           "|-------------------|-------|-------------|-----|-------|---------|--------|-----------|---------"
-          "|-------|-------|--------|---------|")
+          "|-------|-------|--------|---------|--------|")
 
 
 def main(argv=None) -> int:
@@ -340,6 +347,7 @@ def main(argv=None) -> int:
                     help="only the read-ahead / LFU / MoCE rows at 25 %% (skip the cache x mode matrix)")
     ap.add_argument("--keep", action="store_true", help="keep the pack afterwards")
     ap.add_argument("--out", default=None, help="write every result as JSON here")
+    benchlib.add_quiet_args(ap)
     args = ap.parse_args(argv)
     if args.quick:
         args.layers, args.experts, args.hidden, args.inter, args.windows, args.warmup = 4, 128, 256, 128, 4, 2
@@ -352,6 +360,7 @@ def main(argv=None) -> int:
         if not pack.is_pack(path):
             build_pack(path, args)
         info = pack.read_pack(path)
+        benchlib.wait_for_quiet(args.wait_quiet, args.quiet_cores)
         rates = read_rates(info, args.io_threads, args.modes.split(","), args.top_k, args.quick)
         results["read_rates"] = rates
         mib = 1 << 20
@@ -382,7 +391,10 @@ def main(argv=None) -> int:
             configs[:0] = [dict(cache="0.25", io_mode="direct", drafted=False),
                            dict(cache="0.25", io_mode="direct", drafted=True)]
         for c in configs:
-            r = run_engine(path, windows=args.windows, warmup=args.warmup, io_threads=args.io_threads, **c)
+            r, others, busy = benchlib.quiet_measure(
+                lambda c=c: run_engine(path, windows=args.windows, warmup=args.warmup, io_threads=args.io_threads,
+                                       **c), args, f"cache {c['cache']} {c['io_mode']}")
+            r["others_cores"], r["busy"] = others, busy
             results["runs"].append(r)
             print(fmt_row(r), flush=True)
     finally:

@@ -5,8 +5,11 @@ GGUF copy for llama.cpp. This script runs every engine on them with one procedur
 process at a time, with the same token ids:
 
   * prefill: 256 random prompt tokens in one call, logits for the last token only; tok/s
-  * decode: 128 greedy T=1 steps after that prefill, one call per token; tok/s
-  * cost(T), T = 1, 2, 4, 8: one call that evaluates T new tokens with logits for all T rows,
+  * decode: 128 greedy T=1 steps after that prefill, one call per token; tok/s. Then the same
+    number of T=1 steps over a fixed random token stream (greedy decode of a random model repeats
+    a few tokens and so a few experts, which flatters MoE), once on the quiet machine and once
+    next to one competing busy process (what a browser or a build does to a laptop)
+  * cost(T), T = 1, 2, 4, 8, 16: one call that evaluates T new tokens with logits for all T rows,
     after a 256-token prefix restored from a saved state (the restore is not timed); T values
     interleaved, one warm-up round, median of the timed rounds
   * logits on 200 random ids in one call, compared with transformers (or, without it, with
@@ -34,9 +37,11 @@ import sys
 import tempfile
 import time
 
+import benchlib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-TS = (1, 2, 4, 8)
+TS = (1, 2, 4, 8, 16)
 PREFIX_LEN = 256
 CHECK_LEN = 200
 ENGINES = ("strata", "llama.cpp", "transformers")
@@ -53,16 +58,10 @@ class StrataAdapter:
     name = "strata"
 
     def __init__(self, model_dir: str, threads: int, gguf: str | None, kv: str):
-        try:
-            import strata
-        except ImportError:
-            sys.path.insert(0, os.path.join(REPO, "app"))
-            import strata
+        strata = benchlib.import_strata()
         self.eng = strata.load(model_dir, threads=threads)
         self.vocab = self.eng.vocab_size
-        src = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
-        self.info = {"threads": self.eng.threads, "source": src, "git": _git_describe(src),
-                     "dev_build": os.environ.get("STRATA_DEV_BUILD")}
+        self.info = dict(benchlib.strata_info(strata), threads=self.eng.threads)
 
     def reset(self):
         self.eng.reset()
@@ -258,6 +257,22 @@ def measure(adapter, job: dict) -> dict:
     res["prefill_tps_all"], res["decode_tps_all"] = prefill_tps, decode_tps
     res["greedy"] = greedy
 
+    # T=1 over the fixed random stream: quiet, then next to one busy process (interleaved)
+    stream = job["stream"]
+    random_tps, busy_tps = [], []
+    for r in range(job["busy_repeats"]):
+        for busy in (False, True):
+            adapter.reset()
+            adapter.prefill(prefix)
+            if busy:
+                with benchlib.busy_process():
+                    busy_tps.append(benchlib.time_forced(adapter.step, stream))
+            else:
+                random_tps.append(benchlib.time_forced(adapter.step, stream))
+    res["decode_random_tps"] = statistics.median(random_tps)
+    res["decode_busy_tps"] = statistics.median(busy_tps)
+    res["decode_random_tps_all"], res["decode_busy_tps_all"] = random_tps, busy_tps
+
     adapter.reset()
     adapter.prefill(prefix)
     snap = adapter.snapshot()
@@ -306,20 +321,6 @@ def _write_json(path: str, obj) -> None:
         json.dump(obj, f, indent=1)
 
 
-def _git_describe(root: str = REPO) -> str:
-    """Short HEAD of the checkout at root, '+dirty' when its engine sources have local changes."""
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return "not a git checkout"
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "engine_ext", "app/strata/model.py",
-                                "app/strata/config.py"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return head.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
 
 def _model_vocab(model_dir: str) -> tuple[int, str]:
     path = os.path.join(model_dir, "config.json")
@@ -333,16 +334,6 @@ def _model_vocab(model_dir: str) -> tuple[int, str]:
         sys.exit(f"{path}: no integer vocab_size")
     return text["vocab_size"], str(cfg.get("model_type", "?"))
 
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 def _spread(values: list[float]) -> dict:
@@ -397,37 +388,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def _cpu_busy_s() -> float | None:
-    """CPU seconds spent busy on the whole machine since boot (all CPUs), from /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = v[3] + (v[4] if len(v) > 4 else 0)
-    return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
-
-def _children_cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def wait_for_quiet(max_wait: float, threshold: float) -> float | None:
-    """Wait (up to max_wait s) until other processes use less than `threshold` cores over 2 s.
-    Returns the last measured use in cores (None where /proc/stat is missing)."""
-    deadline = time.time() + max_wait
-    while True:
-        b0 = _cpu_busy_s()
-        if b0 is None:
-            return None
-        time.sleep(2.0)
-        use = (_cpu_busy_s() - b0) / 2.0
-        if use < threshold or time.time() >= deadline:
-            return use
-        print(f"  machine busy ({use:.1f} cores in use), waiting ...", file=sys.stderr, flush=True)
 
 
 def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, timeout: int) -> dict:
@@ -436,7 +397,7 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
     _write_json(job_path, job)
     cmd = [python, os.path.abspath(__file__), "--worker", engine, job_path, out_path]
     load_before = os.getloadavg()
-    busy0, own0 = _cpu_busy_s(), _children_cpu_s()
+    busy0, own0 = benchlib.cpu_busy_s(), benchlib.children_cpu_s()
     t = time.time()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -445,7 +406,7 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
     except subprocess.TimeoutExpired:
         return {"skipped": f"worker ran past {timeout} s"}
     wall = time.time() - t
-    busy1, own1 = _cpu_busy_s(), _children_cpu_s()
+    busy1, own1 = benchlib.cpu_busy_s(), benchlib.children_cpu_s()
     if p.returncode != 0 or not os.path.exists(out_path):
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
         return {"skipped": f"worker failed (exit {p.returncode}): {tail[0]}"}
@@ -472,6 +433,9 @@ def summarize(per_run: dict[str, list[dict]]) -> dict[str, dict]:
                 continue
         s = {"prefill_tps": _spread([r["prefill_tps"] for r in ok]),
              "decode_tps": _spread([r["decode_tps"] for r in ok]),
+             "decode_random_tps": _spread([r["decode_random_tps"] for r in ok]),
+             "decode_busy_tps": _spread([r["decode_busy_tps"] for r in ok]),
+             "busy_over_quiet": _spread([r["decode_busy_tps"] / r["decode_random_tps"] for r in ok]),
              "cost1_ms": _spread([r["cost_ms"]["1"] for r in ok])}
         for T in TS[1:]:
             s[f"cost{T}_ratio"] = _spread([r["cost_ms"][str(T)] / r["cost_ms"]["1"] for r in ok])
@@ -490,7 +454,9 @@ def vs_row(per_run: dict[str, list[dict]], a: str, b: str) -> dict | None:
     if not pairs:
         return None
     out = {"prefill": _spread([x["prefill_tps"] / y["prefill_tps"] for x, y in pairs]),
-           "decode": _spread([x["decode_tps"] / y["decode_tps"] for x, y in pairs])}
+           "decode": _spread([x["decode_tps"] / y["decode_tps"] for x, y in pairs]),
+           "decode_random": _spread([x["decode_random_tps"] / y["decode_random_tps"] for x, y in pairs]),
+           "decode_busy": _spread([x["decode_busy_tps"] / y["decode_busy_tps"] for x, y in pairs])}
     for T in TS:
         out[f"cost{T}"] = _spread([x["cost_ms"][str(T)] / y["cost_ms"][str(T)] for x, y in pairs])
     return out
@@ -505,7 +471,9 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
              f"{meta['rounds']} window rounds)")
     v = meta["versions"]
     if v.get("strata"):
-        L.append(f"strata: {v['strata']['source']} ({v['strata']['git']}), build {v['strata']['dev_build'] or 'installed'}")
+        st = v["strata"]
+        L.append(f"strata: {st['package']} ({st['git']}), engine {st['engine']}"
+                 + (" (installed)" if st.get("installed") else ""))
     if v.get("llama.cpp"):
         L.append(f"llama.cpp: llama-cpp-python {v['llama.cpp']['version']}, KV cache {v['llama.cpp']['kv_cache']}, "
                  f"flash attention off, n_batch 512")
@@ -516,9 +484,10 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
              (f"; other processes used {meta['others_cores_median']:.2f} cores (median over workers, max "
               f"{meta['others_cores_max']:.2f}) while the engines ran" if meta["others_cores_max"] is not None else ""))
     L.append("")
-    L.append("| engine | prefill 256 tok/s | decode T=1 greedy tok/s | cost(1) ms | cost(2)/cost(1) | "
-             "cost(4)/cost(1) | cost(8)/cost(1) |")
-    L.append("|---|---|---|---|---|---|---|")
+    L.append("| engine | prefill 256 tok/s | decode T=1 greedy tok/s | decode T=1 random tok/s | "
+             "random, 1 busy process | busy / quiet | cost(1) ms | cost(2)/cost(1) | cost(4)/cost(1) | "
+             "cost(8)/cost(1) | cost(16)/cost(1) |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for e in ENGINES:
         s = summ.get(e)
@@ -530,15 +499,19 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
         label = e + (f" (KV {meta['llama_kv']})" if e == "llama.cpp" else "")
         if s.get("all_busy"):
             label += " (busy machine in every run)"
-        L.append(f"| {label} | {_fmt(s['prefill_tps'], 0)} | {_fmt(s['decode_tps'], 0)} | {_fmt(s['cost1_ms'], 2)} | "
-                 f"{_fmt(s['cost2_ratio'], 2)} | {_fmt(s['cost4_ratio'], 2)} | {_fmt(s['cost8_ratio'], 2)} |")
+        L.append(f"| {label} | {_fmt(s['prefill_tps'], 0)} | {_fmt(s['decode_tps'], 0)} | "
+                 f"{_fmt(s['decode_random_tps'], 0)} | {_fmt(s['decode_busy_tps'], 0)} | {_fmt(s['busy_over_quiet'], 2)} | "
+                 f"{_fmt(s['cost1_ms'], 2)} | {_fmt(s['cost2_ratio'], 2)} | {_fmt(s['cost4_ratio'], 2)} | "
+                 f"{_fmt(s['cost8_ratio'], 2)} | {_fmt(s['cost16_ratio'], 2)} |")
     if ratios:
         L.append("")
-        L.append("| strata / other (same run) | prefill tok/s | decode tok/s | cost(1) | cost(2) | cost(4) | cost(8) |")
-        L.append("|---|---|---|---|---|---|---|")
+        L.append("| strata / other (same run) | prefill tok/s | decode greedy | decode random | decode busy | "
+                 "cost(1) | cost(2) | cost(4) | cost(8) | cost(16) |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         for other, r in ratios.items():
-            L.append(f"| vs {other} | {_fmt(r['prefill'], 2)} | {_fmt(r['decode'], 2)} | {_fmt(r['cost1'], 2)} | "
-                     f"{_fmt(r['cost2'], 2)} | {_fmt(r['cost4'], 2)} | {_fmt(r['cost8'], 2)} |")
+            L.append(f"| vs {other} | {_fmt(r['prefill'], 2)} | {_fmt(r['decode'], 2)} | {_fmt(r['decode_random'], 2)} | "
+                     f"{_fmt(r['decode_busy'], 2)} | {_fmt(r['cost1'], 2)} | {_fmt(r['cost2'], 2)} | "
+                     f"{_fmt(r['cost4'], 2)} | {_fmt(r['cost8'], 2)} | {_fmt(r['cost16'], 2)} |")
         L.append("")
         L.append("(tok/s ratios above 1 and cost ratios below 1 favour strata.)")
     if agree:
@@ -566,9 +539,10 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
             if "skipped" in r:
                 continue
             c = r["cost_ms"]
-            L.append(f"- {e} run {i + 1}: prefill {r['prefill_tps']:.0f} tok/s, decode {r['decode_tps']:.1f} tok/s, "
-                     f"cost(1) {c['1']:.2f} ms, cost(2/4/8)/cost(1) {c['2'] / c['1']:.2f} / {c['4'] / c['1']:.2f} / "
-                     f"{c['8'] / c['1']:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
+            L.append(f"- {e} run {i + 1}: prefill {r['prefill_tps']:.0f} tok/s, decode {r['decode_tps']:.1f} tok/s "
+                     f"(random {r['decode_random_tps']:.1f}, busy {r['decode_busy_tps']:.1f}), "
+                     f"cost(1) {c['1']:.2f} ms, cost(2/4/8/16)/cost(1) {c['2'] / c['1']:.2f} / {c['4'] / c['1']:.2f} / "
+                     f"{c['8'] / c['1']:.2f} / {c['16'] / c['1']:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
                      f"load {r['loadavg_before'][0]:.1f}->{r['loadavg_after'][0]:.1f}"
                      + (" (busy machine: left out of the medians)" if r.get("busy") else "")
                      + (f"; {len(r['busy_attempts'])} earlier busy attempt(s) discarded" if r.get("busy_attempts") else ""))
@@ -619,14 +593,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=14, help="timed window rounds per T")
     ap.add_argument("--decode", type=int, default=128, help="greedy T=1 steps per repeat")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per worker")
-    ap.add_argument("--wait-quiet", type=float, default=120.0,
-                    help="before each worker, wait up to this many seconds for the machine to quiet down (0: never)")
-    ap.add_argument("--max-others", type=float, default=0.25,
-                    help="a worker during which other processes used more cores than this is re-run "
-                         "(--retry-busy times), else left out of the medians")
-    ap.add_argument("--retry-busy", type=int, default=2)
-    ap.add_argument("--quiet-cores", type=float, default=0.3,
-                    help="'quiet' = other processes use fewer cores than this over 2 s")
+    ap.add_argument("--busy-repeats", type=int, default=2,
+                    help="random-stream decode repeats, quiet and next to a busy process, per run")
+    benchlib.add_quiet_args(ap)
     ap.add_argument("--json-out")
     ap.add_argument("--md-out")
     ap.add_argument("--worker", nargs=3, metavar=("ENGINE", "JOB", "OUT"), help=argparse.SUPPRESS)
@@ -666,7 +635,8 @@ def main() -> None:
            "prefix": np.random.default_rng(1).integers(0, vocab, PREFIX_LEN).tolist(),
            "window": np.random.default_rng(2).integers(0, vocab, max(TS)).tolist(),
            "check": np.random.default_rng(0).integers(0, vocab, CHECK_LEN).tolist(),
-           "decode": args.decode, "rounds": args.rounds}
+           "stream": benchlib.random_stream(vocab, args.decode),
+           "decode": args.decode, "rounds": args.rounds, "busy_repeats": args.busy_repeats}
     per_run: dict[str, list[dict]] = {e: [] for e in engines}
     check_paths: dict[str, str] = {}
     loads = [os.getloadavg()[0]]
@@ -682,7 +652,7 @@ def main() -> None:
             retired: list[dict] = []
             for attempt in range(args.retry_busy + 1):
                 if args.wait_quiet > 0:
-                    wait_for_quiet(args.wait_quiet, args.quiet_cores)
+                    benchlib.wait_for_quiet(args.wait_quiet, args.quiet_cores)
                 res = run_worker(e, py, j, tmp, run_idx, args.timeout)
                 if "skipped" in res:
                     print(f"  skipped: {res['skipped']}", file=sys.stderr)
@@ -691,7 +661,8 @@ def main() -> None:
                 if "others_cores" in res:
                     others.append(res["others_cores"])
                 busy = res.get("others_cores", 0.0) > args.max_others
-                print(f"  prefill {res['prefill_tps']:.0f} tok/s, decode {res['decode_tps']:.1f} tok/s, "
+                print(f"  prefill {res['prefill_tps']:.0f} tok/s, decode {res['decode_tps']:.1f} tok/s "
+                      f"(random {res['decode_random_tps']:.1f}, busy {res['decode_busy_tps']:.1f}), "
                       f"cost(1) {res['cost_ms']['1']:.2f} ms, load {res['loadavg_after'][0]:.1f}, "
                       f"other processes {res.get('others_cores', float('nan')):.2f} cores"
                       + (" (busy machine)" if busy else ""), file=sys.stderr)
@@ -721,7 +692,7 @@ def main() -> None:
             greedy[f"{a} vs {b}"] = _common_prefix(firsts[a], firsts[b])
     meta = {"model_dir": model_dir, "model_type": model_type, "gguf": gguf if "llama.cpp" in engines else None,
             "threads": args.threads, "runs": args.runs, "repeats": args.repeats, "rounds": args.rounds,
-            "decode": args.decode, "llama_kv": args.llama_kv, "cpu": _cpu_name(), "nproc": os.cpu_count(),
+            "decode": args.decode, "llama_kv": args.llama_kv, "cpu": benchlib.cpu_name(), "nproc": os.cpu_count(),
             "load_min": min(loads), "load_max": max(loads),
             "max_others": args.max_others, "retry_busy": args.retry_busy,
             "others_cores_max": max(others) if others else None,

@@ -1,16 +1,28 @@
-"""Verification-window cost of the strata engine: cost(T)/cost(1) for T = 1, 2, 4, 8.
+"""Verification-window cost of the strata engine, and T=1 decode as users see it.
 
-Same protocol as the llama.cpp anchors (shared/anchors/results.md): a random model of the anchor
-shape (qwen3_next, ~145M parameters, f32), a 256-token prefix, then one call that evaluates T new
-tokens with logits for all T rows, from the restored prefix state (the restore is not timed).
-T values interleaved, one warm-up round, median of the timed rounds. Also decode tok/s (T=1 steps)
-and prefill tok/s.
+Same protocol as the llama.cpp anchors (shared/anchors/results.md): a model of the anchor shape
+(by default a random qwen3_next, ~145M parameters, f32), a 256-token prefix, then one call that
+evaluates T new tokens with logits for all T rows, from the restored prefix state (the restore is
+not timed). T values interleaved, one warm-up round, median of the timed rounds.
 
-    python bench/window_cost.py [--model DIR] [--arch qwen3_next] [--rounds 14] [--threads 2]
+Next to cost(T)/cost(1) it prints bytes(T)/bytes(1), the floor that reading weights sets: the
+weight bytes a window touches (shared weights once, each distinct expert once), from the engine's
+`weight_bytes` telemetry, or else computed from the window's expert union (`union_per_layer`)
+and the checkpoint's tensor sizes ("n/a" when neither is available, e.g. a pack).
+
+Decode: T=1 steps after the prefix, greedy (what a chat does; on a random model it repeats a few
+tokens and so a few experts) and over a fixed random token stream (every step routes afresh), on
+a quiet machine and with one competing busy process (a browser, a build) next to it, for each
+--threads value. Prefill: the 256-token prefix in one call.
+
+    python bench/window_cost.py [--model DIR] [--arch qwen3_next] [--threads 1,2] [--json-out F]
+
+Runs against an installed strata or a dev build (PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -19,20 +31,96 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "app"))
+import benchlib
 
-import strata  # noqa: E402
+strata = benchlib.import_strata()
 from strata.devmodel import write_random_model  # noqa: E402
+
+TS = (1, 2, 4, 8, 16)
+PREFIX = 256
+
+
+def weight_bytes_model(path: str, config: dict):
+    """bytes(window) from its telemetry: `weight_bytes` when the engine reports it, else dense
+    weights + each layer's distinct experts x the bytes of one expert (None for a pack)."""
+    from strata.safetensors_io import checkpoint_files, read_header
+
+    try:
+        files = checkpoint_files(path)
+    except (strata.ModelError, OSError):  # a pack: only the engine's own figure will do
+        files = []
+    dense, expert_total, embed_row = 0, 0, 0
+    for f in files:
+        for name, info in read_header(f).items():
+            if ".mlp.experts." in name:
+                expert_total += info.nbytes
+            elif name.endswith("embed_tokens.weight"):
+                embed_row = info.nbytes // max(1, info.shape[0])
+            else:
+                dense += info.nbytes
+    n_moe = sum(1 for m in config.get("layer_moe", []) if m) or config.get("num_layers", 0)
+    n_exp = config.get("num_experts", 0)
+    per_expert = expert_total / (n_moe * n_exp) if files and n_moe and n_exp else None
+
+    def of(telemetry: dict, T: int):
+        if telemetry.get("weight_bytes"):
+            return float(telemetry["weight_bytes"])
+        if per_expert is None or "union_per_layer" not in telemetry:
+            return None
+        return dense + T * embed_row + per_expert * sum(telemetry["union_per_layer"])
+    return of
+
+
+def window_costs(eng, state, windows, rounds, bytes_of):
+    costs = {T: [] for T in TS}
+    nbytes = {}
+    for r in range(rounds + 1):
+        for T in TS:
+            eng.load_state(state)
+            t = time.perf_counter()
+            eng.run(windows[:T])
+            dt = time.perf_counter() - t
+            tel = eng.last_telemetry()
+            eng.commit(1)
+            if r > 0:
+                costs[T].append(dt)
+            nbytes[T] = bytes_of(tel, T)
+    return {"cost_ms": {T: statistics.median(costs[T]) * 1e3 for T in TS},
+            "cost_min_ms": {T: min(costs[T]) * 1e3 for T in TS}, "bytes": nbytes}
+
+
+def decode_runs(eng, prefix, stream, n_decode):
+    """T=1 decode after the prefix: greedy and forced over the random stream; tok/s."""
+    def step(tok):
+        out = eng.run([tok])
+        eng.commit(1)
+        return out[0]
+
+    def fresh():
+        eng.reset()
+        out = eng.run(prefix, last_only=True)
+        eng.commit(len(prefix))
+        return out[0]
+
+    greedy, _ = benchlib.time_greedy(step, fresh(), n_decode)
+    fresh()
+    forced = benchlib.time_forced(step, stream[:n_decode])
+    return greedy, forced
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="checkpoint folder (default: generate the anchor-shaped random model)")
+    ap.add_argument("--model", help="checkpoint folder or pack (default: generate the anchor-shaped random model)")
     ap.add_argument("--arch", default="qwen3_next", choices=["qwen3_next", "qwen3_5_moe", "qwen3_moe"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--rounds", type=int, default=14)
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--decode", type=int, default=64, help="T=1 decode steps timed")
+    ap.add_argument("--threads", default=None,
+                    help="comma-separated thread counts for decode (default: the engine's default)")
+    ap.add_argument("--decode", type=int, default=128, help="T=1 decode steps timed per measurement")
+    ap.add_argument("--runs", type=int, default=2, help="interleaved rounds of the decode measurements")
+    ap.add_argument("--no-busy", action="store_true", help="skip decode next to a busy process")
+    ap.add_argument("--json-out")
+    benchlib.add_quiet_args(ap)
     args = ap.parse_args()
 
     path = args.model
@@ -41,65 +129,97 @@ def main() -> None:
         if not os.path.exists(os.path.join(path, "config.json")):
             print(f"writing random {args.arch} model to {path} ...", file=sys.stderr)
             write_random_model(path, args.arch, seed=0, preset="bench", dtype=args.dtype)
-    eng = strata.load(path, threads=args.threads)
-    rng = np.random.default_rng(1)
+    threads = [int(t) for t in args.threads.split(",")] if args.threads else [None]
+    engines = {}
+    for t in threads:
+        e = strata.load(path, threads=t)
+        engines[e.threads] = e
+    eng = next(iter(engines.values()))
     V = eng.vocab_size
-    prefix = rng.integers(0, V, 256).tolist()
-    windows = rng.integers(0, V, 8).tolist()
+    rng = np.random.default_rng(1)
+    prefix = rng.integers(0, V, PREFIX).tolist()
+    windows = rng.integers(0, V, max(TS)).tolist()
+    stream = benchlib.random_stream(V, args.decode)
+    bytes_of = weight_bytes_model(path, eng.config)
+    info = benchlib.strata_info(strata)
 
-    t0 = time.perf_counter()
-    eng.run(prefix, last_only=True)
-    eng.commit(len(prefix))
-    prefill_s = time.perf_counter() - t0
+    def prefill_once():
+        eng.reset()
+        t = time.perf_counter()
+        eng.run(prefix, last_only=True)
+        eng.commit(PREFIX)
+        return time.perf_counter() - t
+
+    prefill_once()  # warm-up: page the weights in
+    prefill_s, others_p, busy_p = benchlib.quiet_measure(lambda: min(prefill_once() for _ in range(3)), args,
+                                                         "prefill")
     state = eng.save_state()
+    win, others_w, busy_w = benchlib.quiet_measure(
+        lambda: window_costs(eng, state, windows, args.rounds, bytes_of), args, "windows")
 
-    Ts = [1, 2, 4, 8]
-    costs: dict[int, list[float]] = {T: [] for T in Ts}
-    for r in range(args.rounds + 1):
-        for T in Ts:
-            eng.load_state(state)
-            t = time.perf_counter()
-            eng.run(windows[:T])
-            dt = time.perf_counter() - t
-            eng.commit(1)
-            if r > 0:
-                costs[T].append(dt)
-    med = {T: statistics.median(costs[T]) for T in Ts}
-    low = {T: min(costs[T]) for T in Ts}  # the least disturbed round (shared, noisy machines)
-
-    eng.load_state(state)
-    forced = rng.integers(0, V, args.decode).tolist()
-    t = time.perf_counter()
-    for tok in forced:
-        eng.run([tok])
-        eng.commit(1)
-    decode_tps = args.decode / (time.perf_counter() - t)
-
-    # prefill with the same prefix again for a steadier number
-    eng.reset()
-    t = time.perf_counter()
-    eng.run(prefix, last_only=True)
-    eng.commit(len(prefix))
-    prefill_s = min(prefill_s, time.perf_counter() - t)
+    dec: dict[int, dict[str, list]] = {t: {"greedy": [], "random": [], "busy": [], "others": []} for t in engines}
+    for e in engines.values():
+        decode_runs(e, prefix, stream, 16)  # warm-up
+    for _ in range(args.runs):
+        for t, e in engines.items():
+            (g, f), others, busy = benchlib.quiet_measure(lambda: decode_runs(e, prefix, stream, args.decode), args,
+                                                          f"decode threads={t}")
+            dec[t]["greedy"].append(g)
+            dec[t]["random"].append(f)
+            dec[t]["others"].append(others)
+            if not args.no_busy:
+                benchlib.wait_for_quiet(args.wait_quiet, args.quiet_cores)
+                with benchlib.busy_process():
+                    _, fb = decode_runs(e, prefix, stream, args.decode)
+                dec[t]["busy"].append(fb)
 
     n_params = _param_count(path)
-    print(f"model: {path} ({args.arch}, {args.dtype}, {n_params / 1e6:.0f}M parameters), threads {eng.threads}")
+    med = win["cost_ms"]
+    print(f"model: {path} ({eng.config.get('arch')}, {n_params / 1e6:.0f}M parameters)" if n_params else
+          f"model: {path} ({eng.config.get('arch')})")
+    print(f"strata: {info['package']} ({info['git']}), engine {info['engine']}"
+          + (" [installed]" if info["installed"] else ""))
+    print(f"machine: {benchlib.cpu_name()}, {os.cpu_count()} CPUs; other processes used "
+          + ", ".join(f"{k} {v:.2f}" for k, v in (("prefill", others_p), ("windows", others_w)) if v is not None)
+          + " cores" + (" (busy machine)" if busy_p or busy_w else ""))
     print()
-    print("| engine | prefill 256 tok/s | decode T=1 tok/s | cost(1) ms | cost(2)/cost(1) | cost(4)/cost(1) | cost(8)/cost(1) |")
-    print("|---|---|---|---|---|---|---|")
-    print(f"| strata cpu (median) | {256 / prefill_s:.0f} | {decode_tps:.0f} | {med[1] * 1e3:.2f} | "
-          f"{med[2] / med[1]:.2f} | {med[4] / med[1]:.2f} | {med[8] / med[1]:.2f} |")
-    print(f"| strata cpu (min) | | | {low[1] * 1e3:.2f} | "
-          f"{low[2] / low[1]:.2f} | {low[4] / low[1]:.2f} | {low[8] / low[1]:.2f} |")
+    print(f"prefill {PREFIX} tok/s (threads {eng.threads}): {PREFIX / prefill_s:.0f}")
+    print()
+    print("| T | cost(T) ms | cost(T)/cost(1) | min-round cost(T)/cost(1) | bytes(T) MB | bytes(T)/bytes(1) |")
+    print("|---|---|---|---|---|---|")
+    b1 = win["bytes"][1]
+    for T in TS:
+        bt = win["bytes"][T]
+        print(f"| {T} | {med[T]:.2f} | {med[T] / med[1]:.2f} | {win['cost_min_ms'][T] / win['cost_min_ms'][1]:.2f} | "
+              + (f"{bt / 1e6:.1f} | {bt / b1:.2f} |" if bt and b1 else "n/a | n/a |"))
+    print()
+    print(f"T=1 decode tok/s after a {PREFIX}-token prefix, {args.decode} steps, median of {args.runs} interleaved runs:")
+    print()
+    print("| threads | greedy | random stream | random stream, 1 busy process | busy / quiet |")
+    print("|---|---|---|---|---|")
+    for t, d in dec.items():
+        g, f = statistics.median(d["greedy"]), statistics.median(d["random"])
+        b = statistics.median(d["busy"]) if d["busy"] else None
+        print(f"| {t} | {g:.0f} | {f:.0f} | " + (f"{b:.0f} | {b / f:.2f} |" if b else "- | - |"))
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump({"model": path, "strata": info, "prefill_tps": PREFIX / prefill_s,
+                       "others_cores": {"prefill": others_p, "windows": others_w},
+                       "windows": {k: {str(T): v for T, v in d.items()} for k, d in win.items()},
+                       "decode": {str(t): d for t, d in dec.items()},
+                       "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}, fh, indent=1)
 
 
 def _param_count(path: str) -> int:
     from strata.safetensors_io import checkpoint_files, read_header
 
     n = 0
-    for f in checkpoint_files(path):
-        for info in read_header(f).values():
-            n += int(np.prod(info.shape))
+    try:
+        for f in checkpoint_files(path):
+            for info in read_header(f).values():
+                n += int(np.prod(info.shape))
+    except Exception:
+        return 0
     return n
 
 

@@ -17,6 +17,15 @@
 
 namespace strata {
 
+// Decode windows (root + drafts) have at most kDecodeRows rows. Every op is exact by default:
+// one fixed code path per output element whatever the row count, the other rows or the thread
+// count (batch invariance). The engine runs windows of up to kExactRows rows exactly (so any
+// prefix of them can be committed bit-identically to serial decoding); longer runs are prefill
+// passes, for which it switches the backend to its prefill kernels (set_prefill), checked
+// against references with a tolerance.
+constexpr int kDecodeRows = 16;
+constexpr int kExactRows = 64;
+
 enum class Op : int {
     Embed = 0,      // gather rows of a weight matrix as f32 (format-dependent)
     RmsNorm,        // x / sqrt(mean(x^2) + eps) * w over heads of rows
@@ -124,6 +133,11 @@ public:
     // Whether this backend computes `op` on weights stored in `f` (ops without a weight format:
     // whether it has the op at all, whatever f).
     virtual bool supports(Op op, WFormat f) const = 0;
+    // Prefill mode on: the ops that follow may use faster kernels whose rows can depend on the
+    // row count (matmul over many rows, causal attention over many queries). Off (the
+    // default): exact kernels only.
+    virtual void set_prefill(bool on) = 0;
+    virtual bool prefill() const = 0;
 
     // out[i] = row ids[i] of W as f32.
     virtual void embed(const MatView& W, const int32_t* ids, int n, float* out) = 0;
@@ -132,7 +146,7 @@ public:
     // x = rmsnorm(x) * w * silu(z), in place, rows x heads vectors of `dim`.
     virtual void gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim, const float* w, float eps) = 0;
     // Every job, one fixed reduction order per output element whatever T, the batch of jobs
-    // or the thread count.
+    // or the thread count (in prefill mode: the prefill kernel's own order).
     virtual void matmul(const std::vector<MatJob>& jobs) = 0;
     // Rotate-half rotary of rows at positions p0 + r (first 2*half lanes of each head).
     virtual void rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) = 0;

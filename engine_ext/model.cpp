@@ -14,8 +14,13 @@ namespace strata {
 
 namespace {
 
-constexpr int kMaxDraftWindow = 16;  // decode windows (root + drafts); longer runs are prefill
-constexpr int kChunk = 64;  // rows per pass through the layers; windows up to this fit in one
+// Windows of up to kExactRows rows (backend.h; decode windows are far below) run on the exact
+// kernels, so each row is bit-identical to serial decoding, and keep every row's inputs so that
+// any prefix can be committed by a fold. Longer runs are prefill: passes of at most kPassRows
+// rows with the backend in prefill mode (faster kernels, checked with a tolerance). A prefill
+// cut short replays the kept prefix on the exact kernels, so what it commits is exactly what
+// serial decoding would have committed.
+constexpr int kPassRows = 512;
 
 double now_us() {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -53,7 +58,7 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors, std
         head_ = w.mat("lm_head.weight", s.vocab, s.hidden);
     }
     final_norm_ = w.norm("norm.weight", s.hidden);
-    LayerEnv env{spec_, *be_, ctx_};
+    LayerEnv env{spec_, *be_, ctx_, scratch_};
     blocks_.resize(s.n_layers);
     FfnBlock* prev_moe = nullptr;
     for (int l = 0; l < s.n_layers; ++l) {
@@ -82,32 +87,46 @@ Engine::~Engine() = default;
 // ---------------------------------------------------------------------------------------------
 // forward
 
-void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only) {
+void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only,
+                          bool prefill) {
     const ModelSpec& s = spec_;
     const int H = s.hidden;
     Backend& be = *be_;
-    std::vector<float> x(size_t(n) * H), h(size_t(n) * H), o(size_t(n) * H);
+    struct ExactAfter {  // the backend leaves every pass in exact mode, even on an exception
+        Backend& be;
+        ~ExactAfter() { be.set_prefill(false); }
+    } exact_after{be};
+    be.set_prefill(prefill);
+    scratch_.reset();
+    ScratchScope sc(scratch_);
+    float* x = sc.alloc<float>(size_t(n) * H);
+    float* h = sc.alloc<float>(size_t(n) * H);
+    float* o = sc.alloc<float>(size_t(n) * H);
+    const size_t xs = size_t(n) * H;
     MoeWindow win;
     win.store = store_.get();
     win.routing = &routing_;
     win.has_drafts = window_has_drafts_;
     win.tele = &tele_;
     win.union_per_moe = &run_union_;
-    be.embed(embed_, tokens, n, x.data());
+    be.embed(embed_, tokens, n, x);
     for (auto& B : blocks_) {
-        be.rmsnorm({x.data(), H, 0}, {h.data(), H, 0}, n, 1, H, B.in_norm.data(), s.eps);
-        B.mixer->run(h.data(), n, p0, row0, o.data());
-        be.add(x.data(), o.data(), x.size());
-        be.rmsnorm({x.data(), H, 0}, {h.data(), H, 0}, n, 1, H, B.post_norm.data(), s.eps);
-        B.ffn->run(h.data(), n, o.data(), win);
-        be.add(x.data(), o.data(), x.size());
+        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.in_norm.data(), s.eps);
+        B.mixer->run(h, n, p0, row0, o);
+        be.add(x, o, xs);
+        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.post_norm.data(), s.eps);
+        B.ffn->run(h, n, o, win);
+        be.add(x, o, xs);
     }
     if (!logits) return;
     int first = last_only ? n - 1 : 0;
     int rows = n - first;
-    be.rmsnorm({x.data() + size_t(first) * H, H, 0}, {h.data(), H, 0}, rows, 1, H, final_norm_.data(), s.eps);
+    be.rmsnorm({x + size_t(first) * H, H, 0}, {h, H, 0}, rows, 1, H, final_norm_.data(), s.eps);
     float* dst = last_only ? logits : logits + size_t(row0) * s.vocab;
-    be.matmul({{h.data(), rows, H, head_, nullptr, dst, s.vocab}});
+    // the LM head is exact in every mode: a row's logits never depend on how many rows asked
+    // for logits (a last-only prefill gives the full run's last row, bit for bit)
+    be.set_prefill(false);
+    be.matmul({{h, rows, H, head_, nullptr, dst, s.vocab}});
 }
 
 void Engine::check_tokens(const int32_t* tokens, int T) const {
@@ -140,17 +159,18 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     for (auto* L : stateful_) folded = L->flush() || folded;
     if (folded) tele_.fold_us = now_us() - f0;
     // windows that fit in one pass keep their rows' inputs so that any prefix can be committed
-    const bool keep_rows = T > 1 && T <= kChunk;
-    window_has_drafts_ = T > 1 && T <= kMaxDraftWindow;
+    const bool keep_rows = T > 1 && T <= kExactRows;
+    const bool prefill = T > kExactRows;
+    window_has_drafts_ = T > 1 && T <= kDecodeRows;
     begin_window(T, keep_rows);
     run_union_.assign(n_moe_layers_, {});
     logits_.resize(size_t(last_only ? 1 : T) * spec_.vocab);
     try {
-        for (int r0 = 0; r0 < T; r0 += kChunk) {
-            int n = std::min(kChunk, T - r0);
+        for (int r0 = 0; r0 < T; r0 += kPassRows) {
+            int n = std::min(kPassRows, T - r0);
             bool last_pass = r0 + n == T;
             forward_pass(tokens + r0, n, pos_ + r0, r0, (last_only && !last_pass) ? nullptr : logits_.data(),
-                         last_only);
+                         last_only, prefill);
         }
     } catch (...) {
         // nothing committed changed: the run wrote only scratch state and cells past pos
@@ -192,9 +212,9 @@ void Engine::commit(int keep) {
     } else {
         // long run (prefill) cut short: replay the kept rows from the committed state
         begin_window(keep, false);
-        for (int r0 = 0; r0 < keep; r0 += kChunk) {
-            int n = std::min(kChunk, keep - r0);
-            forward_pass(last_tokens_.data() + r0, n, pos_ + r0, r0, nullptr, false);
+        for (int r0 = 0; r0 < keep; r0 += kPassRows) {
+            int n = std::min(kPassRows, keep - r0);
+            forward_pass(last_tokens_.data() + r0, n, pos_ + r0, r0, nullptr, false, false);
         }
         for (auto* L : stateful_) L->commit(keep);
         did_fold = true;

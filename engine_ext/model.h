@@ -13,6 +13,7 @@
 #include "layers/moe.h"
 #include "model_spec.h"
 #include "routing_moce.h"
+#include "scratch.h"
 #include "weights.h"
 #include "window_model.h"
 
@@ -70,7 +71,8 @@ private:
         std::unique_ptr<FfnBlock> ffn;
     };
 
-    void forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only);
+    void forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, float* logits, bool last_only,
+                      bool prefill);
     void begin_window(int T, bool keep_rows);
     void check_tokens(const int32_t* tokens, int T) const;
 
@@ -79,6 +81,7 @@ private:
     std::shared_ptr<WeightSource> src_;
     std::shared_ptr<ExpertStore> store_;
     std::unique_ptr<Backend> be_;
+    Scratch scratch_;  // every pass's temporaries (layers take scopes of it)
     std::vector<Block> blocks_;
     std::vector<StatefulLayer*> stateful_;  // every stateful layer, in layer order (blob order)
     MatView embed_, head_;

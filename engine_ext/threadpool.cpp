@@ -17,6 +17,18 @@ constexpr uint64_t kIdxMask = (1ull << kIdxBits) - 1, kNMask = (1ull << kNBits) 
 inline uint64_t gen_of(uint64_t w) { return w >> (kIdxBits + kNBits); }
 inline uint64_t n_of(uint64_t w) { return (w >> kIdxBits) & kNMask; }
 inline uint64_t idx_of(uint64_t w) { return w & kIdxMask; }
+
+// Spins until done() or `us` microseconds have passed; the clock is read every 64 pauses.
+template <class Done>
+bool spin_until(Done done, int us) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int spins = 1;; ++spins) {
+        if (done()) return true;
+        STRATA_PAUSE();
+        if (spins % 64 == 0 && std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(us))
+            return done();
+    }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -40,23 +52,24 @@ void ThreadPool::run_tasks(uint64_t gen) {
         if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
         int i = int(idx_of(w));
         (*fn_.load(std::memory_order_acquire))(i);
-        done_.fetch_add(1, std::memory_order_acq_rel);
+        // seq_cst pairs with the caller's store to caller_sleeping_ (either it sees this
+        // increment before sleeping, or this thread sees it asleep and wakes it)
+        if (done_.fetch_add(1) + 1 == int(n_of(w)) && caller_sleeping_.load()) {
+            std::lock_guard<std::mutex> lk(done_mu_);
+            done_cv_.notify_one();
+        }
     }
 }
 
 void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-        auto t0 = std::chrono::steady_clock::now();
-        int spins = 0;
-        while (wake_.load(std::memory_order_acquire) == seen) {
-            STRATA_PAUSE();
-            if (++spins % 256 == 0 &&
-                std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(300)) {
-                std::unique_lock<std::mutex> lk(mu_);
-                cv_.wait(lk, [&] { return wake_.load() != seen; });
-                break;
-            }
+        auto woken = [&] { return wake_.load(std::memory_order_acquire) != seen; };
+        if (!spin_until(woken, kWorkerSpinUs)) {
+            std::unique_lock<std::mutex> lk(mu_);
+            sleepers_.fetch_add(1);  // seq_cst: pairs with the caller's wake_ bump
+            cv_.wait(lk, [&] { return wake_.load() != seen; });
+            sleepers_.fetch_sub(1);
         }
         seen = wake_.load(std::memory_order_acquire);
         if (stop_.load()) return;
@@ -75,17 +88,19 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     fn_.store(&fn, std::memory_order_release);
     done_.store(0, std::memory_order_release);
     word_.store((gen_ << (kIdxBits + kNBits)) | (uint64_t(n) << kIdxBits), std::memory_order_release);
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        wake_.fetch_add(1, std::memory_order_acq_rel);
+    wake_.fetch_add(1);  // seq_cst: either a worker about to sleep sees it, or we see it asleep
+    if (sleepers_.load() > 0) {
+        { std::lock_guard<std::mutex> lk(mu_); }
+        cv_.notify_all();
     }
-    cv_.notify_all();
     run_tasks(gen_);
     // every task is claimed now; wait only for the ones still running
-    int spins = 0;
-    while (done_.load(std::memory_order_acquire) != n) {
-        STRATA_PAUSE();
-        if (++spins > 4096) std::this_thread::yield();
+    auto finished = [&] { return done_.load(std::memory_order_acquire) == n; };
+    if (!spin_until(finished, kCallerSpinUs)) {
+        std::unique_lock<std::mutex> lk(done_mu_);
+        caller_sleeping_.store(true);
+        done_cv_.wait(lk, [&] { return done_.load() == n; });
+        caller_sleeping_.store(false);
     }
 }
 

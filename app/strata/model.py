@@ -106,10 +106,9 @@ def model_id_of(spec: dict, table: dict[str, TensorInfo]) -> str:
 
 
 def _default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    from .cpu_threads import default_threads
+
+    return default_threads()
 
 
 def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: int | None = None,

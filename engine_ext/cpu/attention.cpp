@@ -2,15 +2,45 @@
 #include <cmath>
 #include <vector>
 
+#include "cpu/attention_kernel.h"
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 #include "cpu/matmul.h"
 
 namespace strata::cpu {
 
-// One task per (row, head): scores over cells [0, p] in one fixed order, max-subtracted softmax,
-// weighted sum of values, optional sigmoid gate. Nothing depends on the other rows.
-void attention(ThreadPool& pool, const AttentionArgs& a) {
+namespace {
+
+// Prefill windows: the vectorised causal kernel, one task per (KV head, block of query rows),
+// then the output gate.
+void attention_prefill(ThreadPool& pool, const AttentionArgs& a) {
+    constexpr int kRowBlock = 16;
+    const int n = a.n, nh = a.n_heads, hd = a.head_dim, nkv = a.n_kv;
+    const int rep = nh / nkv, ld = nh * hd, ldkv = nkv * hd;
+    const int blocks = (n + kRowBlock - 1) / kRowBlock;
+    pool.parallel_for(nkv * blocks, [&](int i) {
+        // later row blocks see more cells: hand them out first
+        const int b = blocks - 1 - i / nkv, g = i % nkv;
+        const int t0 = b * kRowBlock, rows = std::min(kRowBlock, n - t0);
+        attention_causal(a.q + size_t(t0) * ld, ld, a.k_cells, a.v_cells, ldkv, a.out + size_t(t0) * ld, ld, rows,
+                         a.p0 + t0, hd, g, rep, a.scale);
+        if (a.gate)
+            for (int t = t0; t < t0 + rows; ++t)
+                for (int hh = g * rep; hh < (g + 1) * rep; ++hh) {
+                    float* o = a.out + size_t(t) * ld + size_t(hh) * hd;
+                    const float* gt = a.gate + size_t(t) * ld + size_t(hh) * hd;
+                    for (int d = 0; d < hd; ++d) o[d] *= sigmoidf_(gt[d]);
+                }
+    });
+}
+
+}  // namespace
+
+// Exact: one task per (row, head), scores over cells [0, p] in one fixed order,
+// max-subtracted softmax, weighted sum of values, optional sigmoid gate. Nothing depends on
+// the other rows.
+void attention(ThreadPool& pool, const AttentionArgs& a, bool prefill) {
+    if (prefill && a.n > kDecodeRows) return attention_prefill(pool, a);
     const int n = a.n, nh = a.n_heads, hd = a.head_dim;
     const int rep = nh / a.n_kv;
     const size_t kw = size_t(a.n_kv) * hd;
@@ -18,7 +48,8 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
         int t = i / nh, hh = i % nh, g = hh / rep;
         int64_t p = a.p0 + t;
         const float* q = a.q + (size_t(t) * nh + hh) * hd;
-        std::vector<float> sc(size_t(p) + 1);
+        thread_local std::vector<float> sc;
+        if (sc.size() < size_t(p) + 1) sc.resize(size_t(p) + 1);
         float mx = -INFINITY;
         for (int64_t j = 0; j <= p; ++j) {
             sc[j] = dot_f32(q, a.k_cells + size_t(j) * kw + size_t(g) * hd, hd) * a.scale;

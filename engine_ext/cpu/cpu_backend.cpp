@@ -18,11 +18,11 @@ void CpuBackend::rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, const
 void CpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim, const float* w, float eps) {
     cpu::gated_rmsnorm(x, z, rows, heads, dim, w, eps);
 }
-void CpuBackend::matmul(const std::vector<MatJob>& jobs) { matmul_jobs(pool_, jobs); }
+void CpuBackend::matmul(const std::vector<MatJob>& jobs) { matmul_jobs(pool_, jobs, prefill_); }
 void CpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) {
     cpu::rotary(x, rows, heads, p0, inv_freq, half);
 }
-void CpuBackend::attention(const AttentionArgs& a) { cpu::attention(pool_, a); }
+void CpuBackend::attention(const AttentionArgs& a) { cpu::attention(pool_, a, prefill_); }
 void CpuBackend::causal_conv(const ConvArgs& a) { cpu::causal_conv(a); }
 void CpuBackend::gdn_inputs(const GdnInputsArgs& a) { cpu::gdn_inputs(a); }
 void CpuBackend::gdn_step(const GdnStepArgs& a) { cpu::gdn_step(pool_, a); }

@@ -11,6 +11,8 @@ public:
     std::string name() const override { return "cpu"; }
     int threads() const override { return pool_.size(); }
     bool supports(Op op, WFormat f) const override;
+    void set_prefill(bool on) override { prefill_ = on; }
+    bool prefill() const override { return prefill_; }
 
     void embed(const MatView& W, const int32_t* ids, int n, float* out) override;
     void rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps) override;
@@ -31,6 +33,7 @@ public:
 
 private:
     ThreadPool pool_;
+    bool prefill_ = false;
 };
 
 }  // namespace strata

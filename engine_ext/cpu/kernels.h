@@ -20,8 +20,8 @@ void embed(const MatView& W, const int32_t* ids, int n, float* out);
 // rotary.cpp
 void rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half);
 
-// attention.cpp
-void attention(ThreadPool& pool, const AttentionArgs& a);
+// attention.cpp (prefill: the vectorised causal kernel for more than kDecodeRows queries)
+void attention(ThreadPool& pool, const AttentionArgs& a, bool prefill);
 
 // conv.cpp
 void causal_conv(const ConvArgs& a);

@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cpu/gemm.h"
 #include "cpu/math.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -301,6 +302,16 @@ void matmul_range_fmt(const float* X, int T, int ldx, const MatView& W, const fl
     matmul_range_t(X, T, ldx, static_cast<const WT*>(W.data), ldw, W.cols, bias, Y, ldy, r0, r1);
 }
 
+void gemm_range_f32(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy, int r0,
+                    int r1) {
+    cpu::gemm_f32(X, T, ldx, static_cast<const float*>(W.data), int(W.row_bytes / 4), W.cols, bias, Y, ldy, r0, r1);
+}
+void gemm_range_bf16(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy, int r0,
+                     int r1) {
+    cpu::gemm_bf16(X, T, ldx, static_cast<const uint16_t*>(W.data), int(W.row_bytes / 2), W.cols, bias, Y, ldy, r0,
+                   r1);
+}
+
 void row_f32(const MatView& W, int row, float* out) {
     std::memcpy(out, W.row(row), sizeof(float) * W.cols);
 }
@@ -316,9 +327,10 @@ void row_f16(const MatView& W, int row, float* out) {
 struct FormatTable {
     CpuFormatKernels k[kFormatCount];
     FormatTable() {
-        k[int(WFormat::F32)] = {matmul_range_fmt<float>, row_f32};
-        k[int(WFormat::BF16)] = {matmul_range_fmt<uint16_t>, row_bf16};
-        k[int(WFormat::F16)] = {nullptr, row_f16};  // matrices are converted to f32 at load
+        const int gb = cpu::gemm_feature_block();
+        k[int(WFormat::F32)] = {matmul_range_fmt<float>, row_f32, gemm_range_f32, gb};
+        k[int(WFormat::BF16)] = {matmul_range_fmt<uint16_t>, row_bf16, gemm_range_bf16, gb};
+        k[int(WFormat::F16)] = {nullptr, row_f16, nullptr, 4};  // matrices are converted to f32 at load
     }
 };
 FormatTable& table() {
@@ -341,39 +353,51 @@ void matmul_range(const float* X, int T, int ldx, const MatView& W, const float*
     fn(X, T, ldx, W, bias, Y, ldy, r0, r1);
 }
 
-void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
+void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs, bool prefill) {
     // Split every job into blocks of output rows; the block size depends only on the job's
-    // shape and the thread count (never on which rows are computed together).
+    // shape and the thread count (never on which rows are computed together). In prefill mode,
+    // jobs of more than kDecodeRows rows take the format's GEMM kernel when it has one.
     struct Task {
         int job, r0, r1;
     };
-    std::vector<Task> tasks;
+    thread_local std::vector<Task> tasks;
+    thread_local std::vector<const float*> xs;
+    thread_local std::vector<int> lds;
+    thread_local std::vector<char> gemm;
+    tasks.clear();
+    xs.assign(jobs.size(), nullptr);
+    lds.assign(jobs.size(), 0);
+    gemm.assign(jobs.size(), 0);
     int64_t total = 0;
     for (const auto& j : jobs) total += int64_t(j.W.rows) * j.W.cols * std::max(1, j.T);
     int nthreads = pool.size();
-    // aim for ~4 tasks per thread overall, blocks of a multiple of 4 rows
+    // aim for ~4 tasks per thread overall, blocks of a multiple of the kernel's row block
     for (int ji = 0; ji < int(jobs.size()); ++ji) {
         const auto& j = jobs[ji];
         if (j.T <= 0 || j.W.rows <= 0) continue;
+        const CpuFormatKernels& fk = cpu_format_kernels(j.W.format);
+        gemm[ji] = prefill && j.T > kDecodeRows && fk.gemm_range != nullptr;
+        const int gran = gemm[ji] ? fk.gemm_block : 4;
         int64_t work = int64_t(j.W.rows) * j.W.cols * std::max(1, j.T);
         int nb = 1;
         if (nthreads > 1 && total > 32768) {
             nb = int((work * nthreads * 4 + total - 1) / total);
-            nb = std::max(1, std::min(nb, (j.W.rows + 3) / 4));
+            nb = std::max(1, std::min(nb, (j.W.rows + gran - 1) / gran));
         }
-        int per = ((j.W.rows + nb - 1) / nb + 3) / 4 * 4;
+        int per = ((j.W.rows + nb - 1) / nb + gran - 1) / gran * gran;
         for (int r = 0; r < j.W.rows; r += per) tasks.push_back({ji, r, std::min(j.W.rows, r + per)});
     }
     if (tasks.empty()) return;
     // Inputs are read once per weight row: keep them 64-byte aligned with a stride of whole
     // cache lines (unaligned rows make every vector load a split load). Copies are tiny (T rows).
-    std::vector<const float*> xs(jobs.size());
-    std::vector<int> lds(jobs.size());
+    // The GEMM packs its inputs itself.
+    auto aligned = [](const MatJob& j) {
+        return (reinterpret_cast<uintptr_t>(j.X) % 64 == 0) && (j.T == 1 || j.ldx % 16 == 0);
+    };
     size_t need = 0;
     for (size_t ji = 0; ji < jobs.size(); ++ji) {
         const auto& j = jobs[ji];
-        bool ok = (reinterpret_cast<uintptr_t>(j.X) % 64 == 0) && (j.T == 1 || j.ldx % 16 == 0);
-        if (!ok) need += size_t(j.T) * ((j.W.cols + 15) / 16 * 16) + 16;
+        if (!gemm[ji] && !aligned(j)) need += size_t(j.T) * ((j.W.cols + 15) / 16 * 16) + 16;
     }
     thread_local std::vector<float> xbuf;
     if (need > 0 && xbuf.size() < need + 16) xbuf.resize(need + 16);
@@ -381,8 +405,7 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
     if (base) base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64 / sizeof(float);
     for (size_t ji = 0; ji < jobs.size(); ++ji) {
         const auto& j = jobs[ji];
-        bool ok = (reinterpret_cast<uintptr_t>(j.X) % 64 == 0) && (j.T == 1 || j.ldx % 16 == 0);
-        if (ok) {
+        if (gemm[ji] || aligned(j)) {
             xs[ji] = j.X;
             lds[ji] = j.ldx;
             continue;
@@ -394,17 +417,25 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs) {
         lds[ji] = ld;
         base += size_t(j.T) * ld;
     }
+    const Task* tk0 = tasks.data();
+    const float* const* xs0 = xs.data();
+    const int* lds0 = lds.data();
+    const char* gemm0 = gemm.data();
     auto fn = [&](int i) {
-        const Task& tk = tasks[i];
+        const Task& tk = tk0[i];
         const MatJob& j = jobs[tk.job];
-        matmul_range(xs[tk.job], j.T, lds[tk.job], j.W, j.bias, j.Y, j.ldy, tk.r0, tk.r1);
+        if (gemm0[tk.job])
+            cpu_format_kernels(j.W.format).gemm_range(xs0[tk.job], j.T, lds0[tk.job], j.W, j.bias, j.Y, j.ldy, tk.r0,
+                                                      tk.r1);
+        else
+            matmul_range(xs0[tk.job], j.T, lds0[tk.job], j.W, j.bias, j.Y, j.ldy, tk.r0, tk.r1);
     };
-    if (nthreads == 1 || total <= 32768 || tasks.size() == 1) {
-        for (int i = 0; i < int(tasks.size()); ++i) fn(i);
+    const int ntasks = int(tasks.size());
+    if (nthreads == 1 || total <= 32768 || ntasks == 1) {
+        for (int i = 0; i < ntasks; ++i) fn(i);
     } else {
-        pool.parallel_for(int(tasks.size()), fn);
+        pool.parallel_for(ntasks, fn);
     }
 }
-
 
 }  // namespace strata

@@ -18,6 +18,12 @@ struct CpuFormatKernels {
                          int ldy, int r0, int r1) = nullptr;
     // One row of W as f32 (embedding gather).
     void (*row_to_f32)(const MatView& W, int row, float* out) = nullptr;
+    // Optional prefill kernel (prefill mode, jobs of more than kDecodeRows rows): same
+    // contract, its own fixed order, checked with a tolerance, not bit-identical to
+    // matmul_range; ranges [r0, r1) should be multiples of gemm_block. Null: matmul_range.
+    void (*gemm_range)(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy,
+                       int r0, int r1) = nullptr;
+    int gemm_block = 4;
 };
 void register_cpu_format(WFormat f, const CpuFormatKernels& k);
 const CpuFormatKernels& cpu_format_kernels(WFormat f);
@@ -26,7 +32,7 @@ const CpuFormatKernels& cpu_format_kernels(WFormat f);
 void matmul_range(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y,
                   int ldy, int r0, int r1);
 // Runs every job, splitting each over its output rows (never over the reduction axis).
-void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs);
+void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs, bool prefill = false);
 
 // Fixed-order dot product of two f32 vectors (same scheme as the f32 matmul).
 float dot_f32(const float* a, const float* b, int n);

@@ -33,30 +33,32 @@ void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float*
     const int hd = s.head_dim, nh = s.n_heads, nkv = s.n_kv;
     const int qw = nh * hd * (s.attn_gated ? 2 : 1), kw = nkv * hd;
     const int W = qw + 2 * kw;
-    std::vector<float> P(size_t(n) * W);
-    be.matmul({{h, n, s.hidden, q_.w, q_.b(), P.data(), W},
-               {h, n, s.hidden, k_.w, k_.b(), P.data() + qw, W},
-               {h, n, s.hidden, v_.w, v_.b(), P.data() + qw + kw, W}});
+    ScratchScope sc(env_.scratch);
+    float* P = sc.alloc<float>(size_t(n) * W);
+    be.matmul({{h, n, s.hidden, q_.w, q_.b(), P, W},
+               {h, n, s.hidden, k_.w, k_.b(), P + qw, W},
+               {h, n, s.hidden, v_.w, v_.b(), P + qw + kw, W}});
     ensure_cells(p0 + n);
     const int half = s.rot_dim / 2;
     const int qstride = s.attn_gated ? 2 * hd : hd;  // gated q_proj: [q_h | gate_h] per head
-    std::vector<float> Q(size_t(n) * nh * hd), G(s.attn_gated ? size_t(n) * nh * hd : 0);
-    be.rmsnorm({P.data(), W, qstride}, {Q.data(), nh * hd, hd}, n, nh, hd, qn_.data(), s.eps);
-    be.rotary({Q.data(), nh * hd, hd}, n, nh, p0, inv_freq_.data(), half);
-    if (s.attn_gated)
+    float* Q = sc.alloc<float>(size_t(n) * nh * hd);
+    float* G = s.attn_gated ? sc.alloc<float>(size_t(n) * nh * hd) : nullptr;
+    be.rmsnorm({P, W, qstride}, {Q, nh * hd, hd}, n, nh, hd, qn_.data(), s.eps);
+    be.rotary({Q, nh * hd, hd}, n, nh, p0, inv_freq_.data(), half);
+    if (G)
         for (int t = 0; t < n; ++t)
             for (int hh = 0; hh < nh; ++hh)
-                std::memcpy(G.data() + (size_t(t) * nh + hh) * hd, P.data() + size_t(t) * W + size_t(hh) * 2 * hd + hd,
+                std::memcpy(G + (size_t(t) * nh + hh) * hd, P + size_t(t) * W + size_t(hh) * 2 * hd + hd,
                             sizeof(float) * hd);
     float* kc = kc_.data() + size_t(p0) * kw;
-    be.rmsnorm({P.data() + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps);
+    be.rmsnorm({P + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps);
     be.rotary({kc, kw, hd}, n, nkv, p0, inv_freq_.data(), half);
     for (int t = 0; t < n; ++t)
-        std::memcpy(vc_.data() + size_t(p0 + t) * kw, P.data() + size_t(t) * W + qw + kw, sizeof(float) * kw);
-    std::vector<float> O(size_t(n) * nh * hd);
+        std::memcpy(vc_.data() + size_t(p0 + t) * kw, P + size_t(t) * W + qw + kw, sizeof(float) * kw);
+    float* O = sc.alloc<float>(size_t(n) * nh * hd);
     AttentionArgs a;
-    a.q = Q.data();
-    a.gate = s.attn_gated ? G.data() : nullptr;
+    a.q = Q;
+    a.gate = G;
     a.k_cells = kc_.data();
     a.v_cells = vc_.data();
     a.n = n;
@@ -65,9 +67,9 @@ void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float*
     a.head_dim = hd;
     a.p0 = p0;
     a.scale = 1.0f / std::sqrt(float(hd));
-    a.out = O.data();
+    a.out = O;
     be.attention(a);
-    be.matmul({{O.data(), n, nh * hd, o_.w, o_.b(), out, s.hidden}});
+    be.matmul({{O, n, nh * hd, o_.w, o_.b(), out, s.hidden}});
 }
 
 size_t AttentionLayer::state_bytes(int64_t pos) const {

@@ -142,19 +142,19 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     Backend& be = env_.be;
     const int nk = s.lin_nk, nv = s.lin_nv, dk = s.lin_dk, dv = s.lin_dv, K = s.conv_k;
     const int W = 2 * key_dim_ + 2 * value_dim_ + 2 * nv;  // canonical [q k v z b a]
-    std::vector<float> P(size_t(n) * W);
+    ScratchScope sc(env_.scratch);
+    float* P = sc.alloc<float>(size_t(n) * W);
     if (s.gdn_fused) {
-        std::vector<float> raw(size_t(n) * W);
+        float* raw = sc.alloc<float>(size_t(n) * W);
         int W1 = 2 * key_dim_ + 2 * value_dim_;
-        be.matmul({{h, n, s.hidden, qkvz_.w, nullptr, raw.data(), W}, {h, n, s.hidden, ba_.w, nullptr, raw.data() + W1, W}});
+        be.matmul({{h, n, s.hidden, qkvz_.w, nullptr, raw, W}, {h, n, s.hidden, ba_.w, nullptr, raw + W1, W}});
         for (int t = 0; t < n; ++t) {
-            const float* src = raw.data() + size_t(t) * W;
-            float* dst = P.data() + size_t(t) * W;
+            const float* src = raw + size_t(t) * W;
+            float* dst = P + size_t(t) * W;
             for (int c = 0; c < W; ++c) dst[c] = src[perm_[c]];
         }
     } else {
-        std::vector<float> raw(perm_.empty() ? 0 : size_t(n) * W);
-        float* dst = perm_.empty() ? P.data() : raw.data();
+        float* dst = perm_.empty() ? P : sc.alloc<float>(size_t(n) * W);
         std::vector<MatJob> jobs = {{h, n, s.hidden, qkv_.w, nullptr, dst, W},
                                     {h, n, s.hidden, z_.w, nullptr, dst + conv_dim_, W}};
         if (ba_fused_) {
@@ -165,33 +165,33 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
         }
         be.matmul(jobs);
         for (int t = 0; t < n && !perm_.empty(); ++t)
-            for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = raw[size_t(t) * W + perm_[c]];
+            for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = dst[size_t(t) * W + perm_[c]];
     }
     const std::vector<float>& hist = first ? hist_ : hist_scr_;
-    std::vector<float> C(size_t(n) * conv_dim_);
+    float* C = sc.alloc<float>(size_t(n) * conv_dim_);
     ConvArgs ca;
-    ca.x = P.data();
+    ca.x = P;
     ca.ldx = W;
     ca.hist = hist.data();
     ca.w = conv_w_.data();
     ca.n = n;
     ca.channels = conv_dim_;
     ca.K = K;
-    ca.out = C.data();
+    ca.out = C;
     be.causal_conv(ca);
     if (keep_rows_)
         for (int t = 0; t < n; ++t)
-            std::memcpy(pre_.data() + size_t(row0 + t) * conv_dim_, P.data() + size_t(t) * W, sizeof(float) * conv_dim_);
-    // advance the scratch history over these rows
+            std::memcpy(pre_.data() + size_t(row0 + t) * conv_dim_, P + size_t(t) * W, sizeof(float) * conv_dim_);
+    // advance the scratch history over these rows: the last K-1 of [history; rows]
     {
-        std::vector<float> all(size_t(K - 1 + n) * conv_dim_);
-        std::memcpy(all.data(), hist.data(), sizeof(float) * hist.size());
+        const size_t hn = hist_scr_.size();
+        float* all = sc.alloc<float>(size_t(K - 1 + n) * conv_dim_);
+        std::memcpy(all, hist.data(), sizeof(float) * hn);
         for (int t = 0; t < n; ++t)
-            std::memcpy(all.data() + size_t(K - 1 + t) * conv_dim_, P.data() + size_t(t) * W, sizeof(float) * conv_dim_);
-        std::memcpy(hist_scr_.data(), all.data() + size_t(n) * conv_dim_, sizeof(float) * hist_scr_.size());
+            std::memcpy(all + size_t(K - 1 + t) * conv_dim_, P + size_t(t) * W, sizeof(float) * conv_dim_);
+        std::memcpy(hist_scr_.data(), all + size_t(n) * conv_dim_, sizeof(float) * hn);
     }
     // step inputs: straight into the kept per-row buffers when the window keeps them
-    std::vector<float> qs, ks, vs, dec, bet;
     float *q, *k, *v, *de, *be_;
     if (keep_rows_) {
         q = qs_.data() + size_t(row0) * key_dim_;
@@ -200,20 +200,15 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
         de = dec_.data() + size_t(row0) * nv;
         be_ = beta_.data() + size_t(row0) * nv;
     } else {
-        qs.resize(size_t(n) * key_dim_);
-        ks.resize(size_t(n) * key_dim_);
-        vs.resize(size_t(n) * value_dim_);
-        dec.resize(size_t(n) * nv);
-        bet.resize(size_t(n) * nv);
-        q = qs.data();
-        k = ks.data();
-        v = vs.data();
-        de = dec.data();
-        be_ = bet.data();
+        q = sc.alloc<float>(size_t(n) * key_dim_);
+        k = sc.alloc<float>(size_t(n) * key_dim_);
+        v = sc.alloc<float>(size_t(n) * value_dim_);
+        de = sc.alloc<float>(size_t(n) * nv);
+        be_ = sc.alloc<float>(size_t(n) * nv);
     }
     GdnInputsArgs gi;
-    gi.conv = C.data();
-    gi.b = P.data() + conv_dim_ + value_dim_;
+    gi.conv = C;
+    gi.b = P + conv_dim_ + value_dim_;
     gi.a = gi.b + nv;
     gi.ld_ba = W;
     gi.A = A_.data();
@@ -229,7 +224,7 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     gi.decay = de;
     gi.beta = be_;
     be.gdn_inputs(gi);
-    std::vector<float> O(size_t(n) * value_dim_);
+    float* O = sc.alloc<float>(size_t(n) * value_dim_);
     GdnStepArgs st;
     st.S0 = first ? S_.data() : S_scr_.data();
     st.S = S_scr_.data();
@@ -243,18 +238,18 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     st.n_v = nv;
     st.d_k = dk;
     st.d_v = dv;
-    st.out = O.data();
+    st.out = O;
     be.gdn_step(st);
-    be.gated_rmsnorm({O.data(), value_dim_, dv}, {P.data() + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
+    be.gated_rmsnorm({O, value_dim_, dv}, {P + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
     if (s.lin_v_tiled) {  // the output projection's input columns are in the file's head order
-        std::vector<float> Of(O.size());
+        float* Of = sc.alloc<float>(size_t(n) * value_dim_);
         for (int t = 0; t < n; ++t)
             for (int hh = 0; hh < nv; ++hh)
-                std::memcpy(Of.data() + size_t(t) * value_dim_ + size_t(file_head(hh)) * dv,
-                            O.data() + size_t(t) * value_dim_ + size_t(hh) * dv, sizeof(float) * dv);
-        O.swap(Of);
+                std::memcpy(Of + size_t(t) * value_dim_ + size_t(file_head(hh)) * dv,
+                            O + size_t(t) * value_dim_ + size_t(hh) * dv, sizeof(float) * dv);
+        O = Of;
     }
-    be.matmul({{O.data(), n, value_dim_, out_.w, nullptr, out, s.hidden}});
+    be.matmul({{O, n, value_dim_, out_.w, nullptr, out, s.hidden}});
 }
 
 void GdnLayer::fold(int keep) {
@@ -275,10 +270,11 @@ void GdnLayer::fold(int keep) {
     st.out = nullptr;
     env_.be.gdn_step(st);
     const int K = s.conv_k;
-    std::vector<float> all(size_t(K - 1 + keep) * conv_dim_);
-    std::memcpy(all.data(), hist_.data(), sizeof(float) * hist_.size());
-    std::memcpy(all.data() + hist_.size(), pre_.data(), sizeof(float) * size_t(keep) * conv_dim_);
-    std::memcpy(hist_.data(), all.data() + size_t(keep) * conv_dim_, sizeof(float) * hist_.size());
+    ScratchScope sc(env_.scratch);
+    float* all = sc.alloc<float>(size_t(K - 1 + keep) * conv_dim_);
+    std::memcpy(all, hist_.data(), sizeof(float) * hist_.size());
+    std::memcpy(all + hist_.size(), pre_.data(), sizeof(float) * size_t(keep) * conv_dim_);
+    std::memcpy(hist_.data(), all + size_t(keep) * conv_dim_, sizeof(float) * hist_.size());
 }
 
 bool GdnLayer::commit(int keep) {

@@ -7,15 +7,18 @@
 
 #include "backend.h"
 #include "model_spec.h"
+#include "scratch.h"
 #include "state_blob.h"
 
 namespace strata {
 
-// What every layer needs from the engine: the architecture, the backend, the context limit.
+// What every layer needs from the engine: the architecture, the backend, the context limit,
+// and the engine's scratch arena (a layer's temporaries live in a ScratchScope of its run).
 struct LayerEnv {
     const ModelSpec& spec;
     Backend& be;
     int64_t ctx;
+    Scratch& scratch;
 };
 
 class StatefulLayer {

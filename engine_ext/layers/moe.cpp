@@ -30,10 +30,12 @@ FfnBlock::FfnBlock(const LayerEnv& env, WeightLoader& w, int l, int moe_index)
 void FfnBlock::dense(const float* h, int n, float* out) {
     const int H = env_.spec.hidden, I = env_.spec.inter;
     Backend& be = env_.be;
-    std::vector<float> g(size_t(n) * I), u(size_t(n) * I);
-    be.matmul({{h, n, H, gate_.w, nullptr, g.data(), I}, {h, n, H, up_.w, nullptr, u.data(), I}});
-    be.swiglu({g.data(), I, 0}, {u.data(), I, 0}, {g.data(), I, 0}, n, I);
-    be.matmul({{g.data(), n, I, down_.w, nullptr, out, H}});
+    ScratchScope sc(env_.scratch);
+    float* g = sc.alloc<float>(size_t(n) * I);
+    float* u = sc.alloc<float>(size_t(n) * I);
+    be.matmul({{h, n, H, gate_.w, nullptr, g, I}, {h, n, H, up_.w, nullptr, u, I}});
+    be.swiglu({g, I, 0}, {u, I, 0}, {g, I, 0}, n, I);
+    be.matmul({{g, n, I, down_.w, nullptr, out, H}});
 }
 
 void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
@@ -44,16 +46,20 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     const RoutingOptions& routing = *win.routing;
     const int li = layer_;
     const int H = s.hidden, E = s.n_experts, k = s.top_k, SI = s.shared_inter;
-    std::vector<float> logits(size_t(n) * E), sg(n), shg(size_t(n) * SI), shu(size_t(n) * SI);
-    std::vector<MatJob> jobs = {{h, n, H, router_.w, nullptr, logits.data(), E}};
+    ScratchScope sc(env_.scratch);
+    float* logits = sc.alloc<float>(size_t(n) * E);
+    float* sg = sc.alloc<float>(n);
+    float* shg = sc.alloc<float>(size_t(n) * SI);
+    float* shu = sc.alloc<float>(size_t(n) * SI);
+    std::vector<MatJob> jobs = {{h, n, H, router_.w, nullptr, logits, E}};
     if (has_shared_) {
-        jobs.push_back({h, n, H, gate_.w, nullptr, shg.data(), SI});
-        jobs.push_back({h, n, H, up_.w, nullptr, shu.data(), SI});
-        jobs.push_back({h, n, H, shared_gate_.w, nullptr, sg.data(), 1});
+        jobs.push_back({h, n, H, gate_.w, nullptr, shg, SI});
+        jobs.push_back({h, n, H, up_.w, nullptr, shu, SI});
+        jobs.push_back({h, n, H, shared_gate_.w, nullptr, sg, 1});
     }
     be.matmul(jobs);
-    std::vector<int> idx(size_t(n) * k);
-    std::vector<float> wts(size_t(n) * k);
+    int* idx = sc.alloc<int>(size_t(n) * k);
+    float* wts = sc.alloc<float>(size_t(n) * k);
     if (routing.approximate()) {
         // cache-aware routing (opt-in, changes the model): a routing policy over what is
         // resident right now, not a backend op
@@ -61,27 +67,27 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         for (int e = 0; e < E; ++e) ready[size_t(e)] = store.is_ready(li, e) ? 1 : 0;
         const int per = win.has_drafts ? n : 1;  // prefill rows are all roots
         for (int t = 0; t < n; t += per)
-            route_window(logits.data() + size_t(t) * E, per, E, k, s.norm_topk, routing, ready.data(),
-                         idx.data() + size_t(t) * k, wts.data() + size_t(t) * k);
+            route_window(logits + size_t(t) * E, per, E, k, s.norm_topk, routing, ready.data(), idx + size_t(t) * k,
+                         wts + size_t(t) * k);
         win.tele->approximate = true;
     } else {
-        be.router_topk(logits.data(), n, E, k, s.norm_topk, idx.data(), wts.data());
+        be.router_topk(logits, n, E, k, s.norm_topk, idx, wts);
     }
-    std::vector<int> uni = expert_union(idx.data(), n, k);
-    std::vector<int> root(idx.begin(), idx.begin() + k);
+    std::vector<int> uni = expert_union(idx, n, k);
+    std::vector<int> root(idx, idx + k);
     std::sort(root.begin(), root.end());
-    std::vector<ExpertView> views;
+    std::vector<ExpertView>& views = views_;
     store.acquire_layer(li, uni, root, views);
     // read-ahead for the next MoE layer: its router applied to this hidden state (issued after
     // this layer's experts are pinned, so that it can never evict them)
     if (store.wants_prefetch() && next_) {
         const int pn = routing.root_only_readahead ? 1 : n;
-        std::vector<float> nlog(size_t(pn) * E);
-        be.matmul({{h, pn, H, next_->router_.w, nullptr, nlog.data(), E}});
-        std::vector<int> pi(size_t(pn) * k);
-        std::vector<float> pw(size_t(pn) * k);
-        be.router_topk(nlog.data(), pn, E, k, s.norm_topk, pi.data(), pw.data());
-        store.prefetch(next_->layer_, expert_union(pi.data(), pn, k));
+        float* nlog = sc.alloc<float>(size_t(pn) * E);
+        be.matmul({{h, pn, H, next_->router_.w, nullptr, nlog, E}});
+        int* pi = sc.alloc<int>(size_t(pn) * k);
+        float* pw = sc.alloc<float>(size_t(pn) * k);
+        be.router_topk(nlog, pn, E, k, s.norm_topk, pi, pw);
+        store.prefetch(next_->layer_, expert_union(pi, pn, k));
     }
     if (views.size() != uni.size()) {
         store.release_layer(li);
@@ -93,17 +99,21 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     // group rows by expert: each expert's weights are read once for all its rows
     const int I = s.moe_inter;
     const int U = int(uni.size());
-    std::vector<int> slot_of(size_t(n) * k);  // (row, rank) -> position in the gathered buffers
-    std::vector<int> start(U + 1, 0), count(U, 0);
-    std::vector<int> pos_in_uni(size_t(n) * k);
+    int* slot_of = sc.alloc<int>(size_t(n) * k);  // (row, rank) -> position in the gathered buffers
+    int* start = sc.alloc<int>(U + 1);
+    int* count = sc.alloc<int>(U);
+    int* fill = sc.alloc<int>(U);
+    std::fill(start, start + U + 1, 0);
+    std::fill(count, count + U, 0);
+    std::fill(fill, fill + U, 0);
+    int* pos_in_uni = sc.alloc<int>(size_t(n) * k);
     for (int i = 0; i < n * k; ++i) {
         int u = int(std::lower_bound(uni.begin(), uni.end(), idx[i]) - uni.begin());
         pos_in_uni[i] = u;
         count[u]++;
     }
     for (int u = 0; u < U; ++u) start[u + 1] = start[u] + count[u];
-    std::vector<int> fill(U, 0);
-    std::vector<int> row_of(size_t(n) * k);
+    int* row_of = sc.alloc<int>(size_t(n) * k);
     for (int i = 0; i < n * k; ++i) {  // rows in order within each expert
         int u = pos_in_uni[i];
         int sl = start[u] + fill[u]++;
@@ -111,21 +121,26 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         row_of[sl] = i / k;
     }
     const int NS = n * k;
-    std::vector<float> X(size_t(NS) * H), GU(size_t(NS) * 2 * I), D(size_t(NS) * H);
-    be.gather(h, H, row_of.data(), NS, H, X.data(), H);
-    std::vector<MatJob> j1, j2;
+    float* X = sc.alloc<float>(size_t(NS) * H);
+    float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
+    float* D = sc.alloc<float>(size_t(NS) * H);
+    be.gather(h, H, row_of, NS, H, X, H);
+    std::vector<MatJob>& j1 = jobs1_;
+    std::vector<MatJob>& j2 = jobs2_;
+    j1.clear();
+    j2.clear();
     for (int u = 0; u < U; ++u) {
-        const float* xu = X.data() + size_t(start[u]) * H;
-        float* gu = GU.data() + size_t(start[u]) * 2 * I;
+        const float* xu = X + size_t(start[u]) * H;
+        float* gu = GU + size_t(start[u]) * 2 * I;
         j1.push_back({xu, count[u], H, views[u].gate, nullptr, gu, 2 * I});
         j1.push_back({xu, count[u], H, views[u].up, nullptr, gu + I, 2 * I});
     }
     try {
         be.matmul(j1);
-        be.swiglu({GU.data(), 2 * I, 0}, {GU.data() + I, 2 * I, 0}, {GU.data(), 2 * I, 0}, NS, I);
+        be.swiglu({GU, 2 * I, 0}, {GU + I, 2 * I, 0}, {GU, 2 * I, 0}, NS, I);
         for (int u = 0; u < U; ++u)
-            j2.push_back({GU.data() + size_t(start[u]) * 2 * I, count[u], 2 * I, views[u].down, nullptr,
-                          D.data() + size_t(start[u]) * H, H});
+            j2.push_back({GU + size_t(start[u]) * 2 * I, count[u], 2 * I, views[u].down, nullptr,
+                          D + size_t(start[u]) * H, H});
         be.matmul(j2);
     } catch (...) {
         store.release_layer(li);
@@ -133,11 +148,10 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     }
     store.release_layer(li);
     if (has_shared_) {
-        be.swiglu({shg.data(), SI, 0}, {shu.data(), SI, 0}, {shg.data(), SI, 0}, n, SI);
-        be.matmul({{shg.data(), n, SI, down_.w, nullptr, out, H}});
+        be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
+        be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
     }
-    be.moe_combine(D.data(), slot_of.data(), wts.data(), n, k, H, has_shared_ ? out : nullptr,
-                   has_shared_ ? sg.data() : nullptr, out);
+    be.moe_combine(D, slot_of, wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
 }
 
 }  // namespace strata

@@ -38,6 +38,8 @@ private:
     bool has_shared_ = false;
     Linear router_, shared_gate_;
     const FfnBlock* next_ = nullptr;
+    std::vector<ExpertView> views_;      // reused per run (no allocation once warm)
+    std::vector<MatJob> jobs1_, jobs2_;
 };
 
 }  // namespace strata

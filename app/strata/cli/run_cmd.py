@@ -61,7 +61,7 @@ def run_command(
     draft: str = typer.Option("suffix", "--draft", help="none | suffix | baseline"),
     max_draft: Optional[int] = typer.Option(None, "--max-draft", help="fixed draft length K (0..15); default: adaptive"),
     min_match: int = typer.Option(4, "--min-match", help="shortest suffix match that may propose a draft"),
-    threads: Optional[int] = typer.Option(None, "--threads", help="engine threads (default: all cores)"),
+    threads: Optional[int] = typer.Option(None, "--threads", help="engine threads (default: one per physical core, one left free above 4)"),
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt,
     eviction: Optional[str] = EvictionOpt,

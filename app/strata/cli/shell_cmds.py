@@ -31,7 +31,7 @@ SeedOpt = typer.Option(None, "--seed", help="Sampling seed.")
 MaxNewOpt = typer.Option(None, "--max-new", help="Most tokens to generate per turn.")
 MaxDraftOpt = typer.Option(None, "--max-draft", help="Fixed draft length (default: adaptive).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
-ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: all cores).")
+ThreadsOpt = typer.Option(None, "--threads", help="Engine threads (default: one per physical core, one left free above 4).")
 CacheOpt = ExpertCacheOpt  # the streaming options live in cli/options.py (shared with `strata run`)
 CheckpointsOpt = typer.Option(None, "--checkpoints", help="Engine snapshots kept for undo/retry (default 8).")
 

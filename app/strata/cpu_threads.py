@@ -1,0 +1,42 @@
+"""The engine's default thread count: one thread per physical core this process may run on,
+leaving one core free on machines with more than four.
+
+Why: the engine's kernels are FMA-bound, so a second hyperthread on a core adds little and makes
+the fork-join pool wait on the slower sibling (llama.cpp also defaults to physical cores); and a
+laptop always runs something else (a browser, the TUI, the expert IO threads), so on larger
+machines one core is left for them. On small machines (<= 4 cores) every core is used: the pool
+sleeps when it has no work, and measured next to one busy process, 2 threads on 2 cores still
+decode faster than 1 (bench/window_cost.py).
+"""
+from __future__ import annotations
+
+import os
+
+_TOPOLOGY = "/sys/devices/system/cpu/cpu{}/topology/{}"
+
+
+def usable_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+def physical_cores(cpus: list[int]) -> int:
+    """Distinct (package, core) pairs among cpus; len(cpus) where the topology is not readable."""
+    cores = set()
+    for c in cpus:
+        try:
+            with open(_TOPOLOGY.format(c, "core_id")) as f:
+                core = f.read().strip()
+            with open(_TOPOLOGY.format(c, "physical_package_id")) as f:
+                pkg = f.read().strip()
+        except OSError:
+            return len(cpus)
+        cores.add((pkg, core))
+    return len(cores) or len(cpus)
+
+
+def default_threads() -> int:
+    n = physical_cores(usable_cpus())
+    return max(1, n - 1 if n > 4 else n)

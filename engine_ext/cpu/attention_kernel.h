@@ -1,0 +1,22 @@
+// Prefill attention (windows of T > 16 rows): causal softmax attention of a block of query rows
+// over the cached K/V cells, grouped-query (several q heads share one KV head), with the scores
+// and the exponentials vectorised. Checked against a reference with a tolerance; each output
+// element has one fixed order over the cells, so it does not depend on the other rows.
+//
+// Threading: the caller splits the work over (KV head, block of query rows) and runs one call
+// per task; a call is single-threaded. Scratch is per thread and only grows.
+#pragma once
+#include <cstdint>
+
+namespace strata::cpu {
+
+// For the q heads h in [kv_head * q_per_kv, (kv_head + 1) * q_per_kv) and query rows t in
+// [0, n_rows), row t being at absolute position pos0 + t:
+//   O[t, h] = sum_{j <= pos0 + t} softmax_j(scale * <Q[t, h], K[j]>) V[j]
+// Q[t, h] is at Q + t * ldq + h * head_dim; O[t, h] at O + t * ldo + h * head_dim (f32).
+// Cell j of the KV head is at K + j * ldkv + kv_head * head_dim (V alike); the cache must hold
+// cells 0 .. pos0 + n_rows - 1 (the block's own keys included).
+void attention_causal(const float* Q, int ldq, const float* K, const float* V, int ldkv, float* O, int ldo,
+                      int n_rows, int64_t pos0, int head_dim, int kv_head, int q_per_kv, float scale);
+
+}  // namespace strata::cpu

@@ -1,0 +1,386 @@
+// Python bindings for running single backend ops on numpy arrays (the per-op consistency test,
+// tests/test_backend_ops.py): list backends, formats, ops and (op, format) support, and run one
+// op on a named backend (matmul and attention also in prefill mode, Backend::set_prefill).
+// Arrays are taken as C-contiguous float32 (int32 for indices); weight
+// matrices as raw stored bytes plus a format name.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backend.h"
+#include "format.h"
+
+namespace py = pybind11;
+using namespace strata;
+
+namespace {
+
+using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+
+// One backend per (name, threads, mode), kept for the process: the mode is fixed per instance,
+// so calls never change another call's mode. Like an Engine, one backend runs one op at a time
+// (the test calls from one thread).
+Backend& backend(const std::string& name, int threads, bool prefill = false) {
+    static std::mutex mu;
+    static std::map<std::tuple<std::string, int, bool>, std::unique_ptr<Backend>> cache;
+    std::lock_guard<std::mutex> lk(mu);
+    auto& b = cache[{name, threads, prefill}];
+    if (!b) {
+        b = make_backend(name, threads);
+        b->set_prefill(prefill);
+    }
+    return *b;
+}
+
+WFormat parse_format(const std::string& s) {
+    WFormat f;
+    if (!format_from_name(s, f)) throw py::value_error("unknown weight format '" + s + "'");
+    return f;
+}
+
+void need(bool ok, const std::string& what) {
+    if (!ok) throw py::value_error(what);
+}
+
+F32 out_like(std::vector<py::ssize_t> shape) {
+    F32 a(shape);
+    std::memset(a.mutable_data(), 0, sizeof(float) * size_t(a.size()));
+    return a;
+}
+
+// A weight matrix from its stored bytes (any numpy dtype; its bytes are used as they are).
+struct Weights {
+    py::array keep;
+    MatView m;
+};
+Weights weights(const py::array& w, const std::string& format, int rows, int cols, Backend& be, Op op) {
+    WFormat f = parse_format(format);
+    int64_t rb = format_row_bytes(f, cols);
+    need(rb > 0 && rows > 0, "weights: " + std::to_string(cols) + " columns is not a whole number of " +
+                                 format_info(f).name + " blocks");
+    py::array c = py::array::ensure(w, py::array::c_style);
+    need(size_t(c.nbytes()) == size_t(rb) * size_t(rows),
+         "weights: " + std::to_string(c.nbytes()) + " bytes given, a " + std::to_string(rows) + "x" +
+             std::to_string(cols) + " " + format_info(f).name + " matrix has " + std::to_string(rb * rows));
+    if (!be.supports(op, f))
+        throw py::value_error(std::string("backend ") + be.name() + " does not support " + op_name(op) + " on " +
+                              format_info(f).name);
+    return {c, make_mat(c.data(), f, rows, cols)};
+}
+
+void register_calls(py::module_& o) {
+    o.def("embed",
+          [](const std::string& b, const py::array& w, const std::string& format, int rows, int cols, const I32& ids,
+             int threads) {
+              Backend& be = backend(b, threads);
+              Weights W = weights(w, format, rows, cols, be, Op::Embed);
+              int n = int(ids.size());
+              for (int i = 0; i < n; ++i) need(ids.data()[i] >= 0 && ids.data()[i] < rows, "embed: id out of range");
+              F32 out = out_like({n, cols});
+              py::gil_scoped_release rel;
+              be.embed(W.m, ids.data(), n, out.mutable_data());
+              return out;
+          },
+          py::arg("backend"), py::arg("w"), py::arg("format"), py::arg("rows"), py::arg("cols"), py::arg("ids"),
+          py::arg("threads") = 1);
+    o.def("matmul",
+          [](const std::string& b, const F32& x, const py::array& w, const std::string& format, int rows, int cols,
+             const py::object& bias, int threads, bool prefill) {
+              Backend& be = backend(b, threads, prefill);
+              need(x.ndim() == 2 && x.shape(1) == cols, "matmul: x must be (T, cols)");
+              Weights W = weights(w, format, rows, cols, be, Op::Matmul);
+              F32 bb;
+              if (!bias.is_none()) {
+                  bb = bias.cast<F32>();
+                  need(bb.size() == rows, "matmul: bias must have rows elements");
+              }
+              int T = int(x.shape(0));
+              F32 y = out_like({T, rows});
+              MatJob j{x.data(), T, cols, W.m, bias.is_none() ? nullptr : bb.data(), y.mutable_data(), rows};
+              py::gil_scoped_release rel;
+              be.matmul({j});
+              return y;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("w"), py::arg("format"), py::arg("rows"), py::arg("cols"),
+          py::arg("bias") = py::none(), py::arg("threads") = 1, py::arg("prefill") = false);
+    o.def("rmsnorm",
+          [](const std::string& b, const F32& x, const F32& w, float eps, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 3 && w.size() == x.shape(2), "rmsnorm: x (rows, heads, dim), w (dim)");
+              int rows = int(x.shape(0)), heads = int(x.shape(1)), dim = int(x.shape(2));
+              F32 out = out_like({rows, heads, dim});
+              py::gil_scoped_release rel;
+              be.rmsnorm({x.data(), heads * dim, dim}, {out.mutable_data(), heads * dim, dim}, rows, heads, dim,
+                         w.data(), eps);
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("w"), py::arg("eps"), py::arg("threads") = 1);
+    o.def("gated_rmsnorm",
+          [](const std::string& b, const F32& x, const F32& z, const F32& w, float eps, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 3 && z.ndim() == 3 && w.size() == x.shape(2), "gated_rmsnorm: x, z (rows, heads, dim)");
+              for (int d = 0; d < 3; ++d) need(x.shape(d) == z.shape(d), "gated_rmsnorm: x and z differ in shape");
+              int rows = int(x.shape(0)), heads = int(x.shape(1)), dim = int(x.shape(2));
+              F32 out = out_like({rows, heads, dim});
+              std::memcpy(out.mutable_data(), x.data(), sizeof(float) * size_t(x.size()));
+              py::gil_scoped_release rel;
+              be.gated_rmsnorm({out.mutable_data(), heads * dim, dim}, {z.data(), heads * dim, dim}, rows, heads, dim,
+                               w.data(), eps);
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("z"), py::arg("w"), py::arg("eps"), py::arg("threads") = 1);
+    o.def("rotary",
+          [](const std::string& b, const F32& x, int64_t p0, const F32& inv_freq, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 3 && 2 * inv_freq.size() <= x.shape(2), "rotary: x (rows, heads, dim), 2*half <= dim");
+              need(p0 >= 0, "rotary: p0 must be >= 0");
+              int rows = int(x.shape(0)), heads = int(x.shape(1)), dim = int(x.shape(2));
+              F32 out = out_like({rows, heads, dim});
+              std::memcpy(out.mutable_data(), x.data(), sizeof(float) * size_t(x.size()));
+              py::gil_scoped_release rel;
+              be.rotary({out.mutable_data(), heads * dim, dim}, rows, heads, p0, inv_freq.data(), int(inv_freq.size()));
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("p0"), py::arg("inv_freq"), py::arg("threads") = 1);
+    o.def("attention",
+          [](const std::string& b, const F32& q, const F32& k_cells, const F32& v_cells, int64_t p0, float scale,
+             const py::object& gate, int threads, bool prefill) {
+              Backend& be = backend(b, threads, prefill);
+              need(q.ndim() == 3 && k_cells.ndim() == 3 && v_cells.ndim() == 3, "attention: 3-d arrays");
+              int n = int(q.shape(0)), nh = int(q.shape(1)), hd = int(q.shape(2)), nkv = int(k_cells.shape(1));
+              need(k_cells.shape(2) == hd && v_cells.shape(1) == nkv && v_cells.shape(2) == hd &&
+                       k_cells.shape(0) == v_cells.shape(0),
+                   "attention: k/v cells must be (cells, n_kv, head_dim)");
+              need(nkv > 0 && nh % nkv == 0, "attention: n_heads must be a multiple of n_kv");
+              need(p0 >= 0 && p0 + n <= k_cells.shape(0), "attention: cells must cover positions p0 .. p0+n-1");
+              F32 g;
+              if (!gate.is_none()) {
+                  g = gate.cast<F32>();
+                  need(g.size() == q.size(), "attention: gate must have q's shape");
+              }
+              F32 out = out_like({n, nh, hd});
+              AttentionArgs a;
+              a.q = q.data();
+              a.gate = gate.is_none() ? nullptr : g.data();
+              a.k_cells = k_cells.data();
+              a.v_cells = v_cells.data();
+              a.n = n;
+              a.n_heads = nh;
+              a.n_kv = nkv;
+              a.head_dim = hd;
+              a.p0 = p0;
+              a.scale = scale;
+              a.out = out.mutable_data();
+              py::gil_scoped_release rel;
+              be.attention(a);
+              return out;
+          },
+          py::arg("backend"), py::arg("q"), py::arg("k_cells"), py::arg("v_cells"), py::arg("p0"), py::arg("scale"),
+          py::arg("gate") = py::none(), py::arg("threads") = 1, py::arg("prefill") = false);
+    o.def("causal_conv",
+          [](const std::string& b, const F32& x, const F32& hist, const F32& w, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 2 && w.ndim() == 2 && hist.ndim() == 2, "causal_conv: 2-d arrays");
+              int n = int(x.shape(0)), C = int(x.shape(1)), K = int(w.shape(1));
+              need(w.shape(0) == C && hist.shape(0) == K - 1 && hist.shape(1) == C,
+                   "causal_conv: x (n, C), hist (K-1, C), w (C, K)");
+              F32 out = out_like({n, C});
+              ConvArgs a;
+              a.x = x.data();
+              a.ldx = C;
+              a.hist = hist.data();
+              a.w = w.data();
+              a.n = n;
+              a.channels = C;
+              a.K = K;
+              a.out = out.mutable_data();
+              py::gil_scoped_release rel;
+              be.causal_conv(a);
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("hist"), py::arg("w"), py::arg("threads") = 1);
+    o.def("gdn_inputs",
+          [](const std::string& b, const F32& conv, const F32& bb, const F32& aa, const F32& A, const F32& dt_bias,
+             int n_k, int d_k, int d_v, int threads) {
+              Backend& be = backend(b, threads);
+              int n = int(conv.shape(0)), nv = int(A.size());
+              need(conv.ndim() == 2 && conv.shape(1) == 2 * n_k * d_k + nv * d_v, "gdn_inputs: conv (n, conv_dim)");
+              need(bb.size() == int64_t(n) * nv && aa.size() == int64_t(n) * nv && dt_bias.size() == nv,
+                   "gdn_inputs: b, a (n, n_v), dt_bias (n_v)");
+              F32 q = out_like({n, n_k * d_k}), k = out_like({n, n_k * d_k}), v = out_like({n, nv * d_v});
+              F32 dec = out_like({n, nv}), beta = out_like({n, nv});
+              GdnInputsArgs a;
+              a.conv = conv.data();
+              a.b = bb.data();
+              a.a = aa.data();
+              a.ld_ba = nv;
+              a.A = A.data();
+              a.dt_bias = dt_bias.data();
+              a.n = n;
+              a.n_k = n_k;
+              a.n_v = nv;
+              a.d_k = d_k;
+              a.d_v = d_v;
+              a.q = q.mutable_data();
+              a.k = k.mutable_data();
+              a.v = v.mutable_data();
+              a.decay = dec.mutable_data();
+              a.beta = beta.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  be.gdn_inputs(a);
+              }
+              return py::make_tuple(q, k, v, dec, beta);
+          },
+          py::arg("backend"), py::arg("conv"), py::arg("b"), py::arg("a"), py::arg("A"), py::arg("dt_bias"),
+          py::arg("n_k"), py::arg("d_k"), py::arg("d_v"), py::arg("threads") = 1);
+    o.def("gdn_step",
+          [](const std::string& b, const F32& S0, const F32& q, const F32& k, const F32& v, const F32& decay,
+             const F32& beta, int n_k, int threads) {
+              Backend& be = backend(b, threads);
+              need(S0.ndim() == 3, "gdn_step: S0 (n_v, d_k, d_v)");
+              int nv = int(S0.shape(0)), dk = int(S0.shape(1)), dv = int(S0.shape(2)), n = int(q.shape(0));
+              need(n_k > 0 && nv % n_k == 0 && dv <= 512, "gdn_step: n_v must be a multiple of n_k, d_v <= 512");
+              need(q.size() == int64_t(n) * n_k * dk && k.size() == q.size() && v.size() == int64_t(n) * nv * dv &&
+                       decay.size() == int64_t(n) * nv && beta.size() == decay.size(),
+                   "gdn_step: q, k (n, n_k*d_k), v (n, n_v*d_v), decay, beta (n, n_v)");
+              F32 S = out_like({nv, dk, dv}), out = out_like({n, nv * dv});
+              GdnStepArgs a;
+              a.S0 = S0.data();
+              a.S = S.mutable_data();
+              a.q = q.data();
+              a.k = k.data();
+              a.v = v.data();
+              a.decay = decay.data();
+              a.beta = beta.data();
+              a.n = n;
+              a.n_k = n_k;
+              a.n_v = nv;
+              a.d_k = dk;
+              a.d_v = dv;
+              a.out = out.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  be.gdn_step(a);
+              }
+              return py::make_tuple(S, out);
+          },
+          py::arg("backend"), py::arg("S0"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("decay"),
+          py::arg("beta"), py::arg("n_k"), py::arg("threads") = 1);
+    o.def("router_topk",
+          [](const std::string& b, const F32& logits, int k, bool renormalize, int threads) {
+              Backend& be = backend(b, threads);
+              need(logits.ndim() == 2 && k >= 1 && k <= logits.shape(1), "router_topk: logits (n, E), 1 <= k <= E");
+              int n = int(logits.shape(0)), E = int(logits.shape(1));
+              I32 idx({n, k});
+              F32 w = out_like({n, k});
+              {
+                  py::gil_scoped_release rel;
+                  be.router_topk(logits.data(), n, E, k, renormalize, idx.mutable_data(), w.mutable_data());
+              }
+              return py::make_tuple(idx, w);
+          },
+          py::arg("backend"), py::arg("logits"), py::arg("k"), py::arg("renormalize"), py::arg("threads") = 1);
+    o.def("gather",
+          [](const std::string& b, const F32& src, const I32& idx, int threads) {
+              Backend& be = backend(b, threads);
+              need(src.ndim() == 2, "gather: src (rows, cols)");
+              int m = int(src.shape(0)), cols = int(src.shape(1)), n = int(idx.size());
+              for (int i = 0; i < n; ++i) need(idx.data()[i] >= 0 && idx.data()[i] < m, "gather: index out of range");
+              F32 out = out_like({n, cols});
+              py::gil_scoped_release rel;
+              be.gather(src.data(), cols, reinterpret_cast<const int*>(idx.data()), n, cols, out.mutable_data(), cols);
+              return out;
+          },
+          py::arg("backend"), py::arg("src"), py::arg("idx"), py::arg("threads") = 1);
+    o.def("swiglu",
+          [](const std::string& b, const F32& g, const F32& u, int threads) {
+              Backend& be = backend(b, threads);
+              need(g.ndim() == 2 && u.ndim() == 2 && g.shape(0) == u.shape(0) && g.shape(1) == u.shape(1),
+                   "swiglu: g, u (rows, n)");
+              int rows = int(g.shape(0)), n = int(g.shape(1));
+              F32 out = out_like({rows, n});
+              py::gil_scoped_release rel;
+              be.swiglu({g.data(), n, 0}, {u.data(), n, 0}, {out.mutable_data(), n, 0}, rows, n);
+              return out;
+          },
+          py::arg("backend"), py::arg("g"), py::arg("u"), py::arg("threads") = 1);
+    o.def("moe_combine",
+          [](const std::string& b, const F32& D, const I32& slot, const F32& w, const py::object& shared,
+             const py::object& shared_gate, int threads) {
+              Backend& be = backend(b, threads);
+              need(D.ndim() == 2 && slot.ndim() == 2 && w.ndim() == 2 && slot.shape(0) == w.shape(0) &&
+                       slot.shape(1) == w.shape(1),
+                   "moe_combine: D (slots, H), slot and w (n, k)");
+              int n = int(slot.shape(0)), k = int(slot.shape(1)), H = int(D.shape(1));
+              for (int i = 0; i < n * k; ++i)
+                  need(slot.data()[i] >= 0 && slot.data()[i] < D.shape(0), "moe_combine: slot out of range");
+              need(shared.is_none() == shared_gate.is_none(), "moe_combine: shared and shared_gate go together");
+              F32 out = out_like({n, H});
+              F32 sg;
+              if (!shared.is_none()) {
+                  F32 s = shared.cast<F32>();
+                  sg = shared_gate.cast<F32>();
+                  need(s.size() == int64_t(n) * H && sg.size() == n, "moe_combine: shared (n, H), shared_gate (n)");
+                  std::memcpy(out.mutable_data(), s.data(), sizeof(float) * size_t(s.size()));
+              }
+              bool has = !shared.is_none();
+              py::gil_scoped_release rel;
+              be.moe_combine(D.data(), reinterpret_cast<const int*>(slot.data()), w.data(), n, k, H,
+                             has ? out.data() : nullptr, has ? sg.data() : nullptr, out.mutable_data());
+              return out;
+          },
+          py::arg("backend"), py::arg("D"), py::arg("slot"), py::arg("w"), py::arg("shared") = py::none(),
+          py::arg("shared_gate") = py::none(), py::arg("threads") = 1);
+    o.def("add",
+          [](const std::string& b, const F32& x, const F32& y, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.size() == y.size(), "add: x and y differ in size");
+              F32 out = out_like(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+              std::memcpy(out.mutable_data(), x.data(), sizeof(float) * size_t(x.size()));
+              py::gil_scoped_release rel;
+              be.add(out.mutable_data(), y.data(), size_t(x.size()));
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("y"), py::arg("threads") = 1);
+}
+
+}  // namespace
+
+void register_ops(py::module_& m) {
+    py::module_ o = m.def_submodule("ops", "single backend ops on numpy arrays (per-op consistency test)");
+    o.def("backends", &backend_names, "names of the registered backends");
+    o.def("op_names", [] {
+        std::vector<std::string> v;
+        for (int i = 0; i < kOpCount; ++i) v.push_back(op_name(Op(i)));
+        return v;
+    });
+    o.def("formats", [] {
+        py::list v;
+        for (int i = 0; i < kFormatCount; ++i) {
+            const FormatInfo& fi = format_info(WFormat(i));
+            v.append(py::make_tuple(fi.name, fi.block_elems, fi.block_bytes, fi.quantized));
+        }
+        return v;
+    }, "(name, elements per block, bytes per block, quantized) of every weight format");
+    o.def("op_has_format", [](const std::string& op) {
+        Op o;
+        if (!op_from_name(op, o)) throw py::value_error("unknown op '" + op + "'");
+        return op_has_format(o);
+    });
+    o.def("supports",
+          [](const std::string& b, const std::string& op, const std::string& format) {
+              Op o;
+              if (!op_from_name(op, o)) throw py::value_error("unknown op '" + op + "'");
+              return backend(b, 1).supports(o, parse_format(format));
+          },
+          py::arg("backend"), py::arg("op"), py::arg("format") = "F32");
+    register_calls(o);
+}

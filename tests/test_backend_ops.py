@@ -1,0 +1,672 @@
+"""Per-op consistency test (in the spirit of ggml's test-backend-ops).
+
+Every op x every registered backend x every weight format the backend supports, on random
+shapes and on the real model shapes, against a NumPy reference (float64); plus batch
+invariance per op: a row's result is bit-identical whatever the window size T in 1..16, the
+other rows and the thread count. Backends and formats are discovered from the engine
+(`strata._engine.ops`): registering a new one needs no change here, only a row in TOLERANCE
+when its error differs from the fallback row.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+E = pytest.importorskip("strata._engine")
+ops = E.ops
+
+BACKENDS = ops.backends()
+FORMATS = {name: dict(block=be, nbytes=bb, quantized=q) for name, be, bb, q in ops.formats()}
+
+# Largest error allowed, per backend and op, as a fraction of the op's error scale (see each
+# op's `scale`: |x|.|w| for products, the magnitude of the result elsewhere). "exact" ops
+# (copies, conversions, index selection) must match bit for bit on every backend.
+TOLERANCE = {
+    "cpu": {"default": 1e-6},  # measured worst: 4.4e-7 (router_topk), most ops 0.3-3e-7
+    # backends without a row of their own (a new one starts here; write its measured row above)
+    "*": {"default": 1e-4, "gdn_step": 5e-4, "attention": 5e-4},
+}
+EXACT_OPS = {"gather", "add"}
+# quantized formats: the error of the dequantised product against gguf's dequantisation
+QUANT_TOLERANCE = 2e-5
+
+# Real model shapes: the anchor checkpoints (devmodel "bench" preset: hidden 512, 64 experts
+# top-4) and Qwen3-Next-80B-A3B (hidden 2048, 512 experts top-10, expert width 512).
+MODELS = {
+    "anchor": dict(hidden=512, experts=64, top_k=4, expert_inter=128, shared_inter=256, heads=8, kv=2,
+                   head_dim=64, rot_half=16, nk=4, nv=8, dk=64, dv=64, conv_k=4),
+    "qwen3_next_80b": dict(hidden=2048, experts=512, top_k=10, expert_inter=512, shared_inter=512, heads=16,
+                           kv=2, head_dim=256, rot_half=32, nk=16, nv=32, dk=128, dv=128, conv_k=4),
+}
+
+
+def tolerance(backend: str, op: str) -> float:
+    row = TOLERANCE.get(backend, TOLERANCE["*"])
+    return row.get(op, row["default"])
+
+
+# ---------------------------------------------------------------------------------------------
+# weight formats: encode a float matrix in a format; decode it back the way the format defines
+
+
+def _bf16_bits(a: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+# byte offsets of the f16 scales inside one block (random bytes elsewhere are valid data)
+_QUANT_SCALES = {"Q5_0": [0], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0]}
+
+
+def make_weights(rng, fmt: str, rows: int, cols: int):
+    """(stored bytes as a numpy array, the f64 matrix they decode to)."""
+    if fmt == "F32":
+        w = rng.standard_normal((rows, cols)).astype(np.float32)
+        return w, w.astype(np.float64)
+    if fmt == "BF16":
+        bits = _bf16_bits(rng.standard_normal((rows, cols)))
+        return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if fmt == "F16":
+        w = rng.standard_normal((rows, cols)).astype(np.float16)
+        return w, w.astype(np.float64)
+    gguf = pytest.importorskip("gguf")
+    from gguf import quants  # noqa: PLC0415
+
+    info = FORMATS[fmt]
+    nblk = cols // info["block"]
+    raw = rng.integers(0, 256, (rows, nblk, info["nbytes"]), dtype=np.uint8)
+    for off in _QUANT_SCALES[fmt]:
+        d = rng.uniform(0.002, 0.02, (rows, nblk)).astype(np.float16)
+        raw[:, :, off:off + 2] = d.view(np.uint8).reshape(rows, nblk, 2)
+    raw = raw.reshape(rows, nblk * info["nbytes"])
+    deq = quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, fmt))
+    return raw, deq.reshape(rows, cols).astype(np.float64)
+
+
+def activations_seen(fmt: str, x: np.ndarray) -> np.ndarray:
+    """The input rows a format's matmul computes with: the GGUF block formats quantize each row
+    to int8 per block of 32 or 256 values (scale amax/127, round half away from zero, as ggml)."""
+    from strata import _engine  # noqa: PLC0415
+
+    block = _engine.quant_activation_block(fmt) if fmt in _engine.quant_formats() else 0
+    if not block:
+        return x.astype(np.float64)
+    from gguf.quants import np_roundf  # noqa: PLC0415
+
+    xb = x.reshape(x.shape[0], -1, block).astype(np.float32)
+    d = (np.abs(xb).max(axis=2, keepdims=True) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    q = np.clip(np_roundf((xb * inv).astype(np.float32)), -127, 127)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
+
+
+def supported_formats(backend: str, op: str) -> list[str]:
+    return [f for f in FORMATS if ops.supports(backend, op, f)]
+
+
+# ---------------------------------------------------------------------------------------------
+# op specs: inputs, the numpy reference, the error scale, and how rows relate (for invariance)
+#   rows: "independent" (row r depends on row r only), "positional" (and on its position p0+r),
+#   "causal" (and on the rows before it)
+
+
+def _sig(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _f(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+class Spec:
+    name: str = ""
+    rows = "independent"
+    row_args: tuple[str, ...] = ()
+    row_outputs: tuple[int, ...] = (0,)
+    uses_format = False
+
+    def cases(self, rng):
+        """(label, dims) pairs: random shapes and the real model shapes."""
+        raise NotImplementedError
+
+    def make(self, rng, dims, T, fmt):
+        """(kwargs for ops.<name>, context for the reference)."""
+        raise NotImplementedError
+
+    def reference(self, kw, ctx):
+        """(list of f64 outputs, list of error scales)."""
+        raise NotImplementedError
+
+
+class Embed(Spec):
+    name = "embed"
+    row_args = ("ids",)
+    uses_format = True
+
+    def cases(self, rng):
+        return [("random", dict(vocab=int(rng.integers(5, 40)), cols=256)),
+                ("anchor", dict(vocab=300, cols=512)), ("qwen3_next_80b", dict(vocab=64, cols=2048))]
+
+    def make(self, rng, d, T, fmt):
+        raw, deq = make_weights(rng, fmt, d["vocab"], d["cols"])
+        return dict(w=raw, format=fmt, rows=d["vocab"], cols=d["cols"],
+                    ids=rng.integers(0, d["vocab"], T).astype(np.int32)), dict(deq=deq)
+
+    def reference(self, kw, ctx):
+        out = ctx["deq"][kw["ids"]]
+        return [out], [0 * out]
+
+
+class Matmul(Spec):
+    name = "matmul"
+    row_args = ("x",)
+    uses_format = True
+
+    def cases(self, rng):
+        out = [("random", dict(rows=int(rng.integers(1, 70)), cols=256 * int(rng.integers(1, 3)), bias=True)),
+               ("random-odd", dict(rows=int(rng.integers(1, 40)), cols=int(rng.integers(1, 100)), bias=False))]
+        for m, s in MODELS.items():
+            out += [(f"{m}-router", dict(rows=s["experts"], cols=s["hidden"], bias=False)),
+                    (f"{m}-expert-up", dict(rows=s["expert_inter"], cols=s["hidden"], bias=False)),
+                    (f"{m}-expert-down", dict(rows=s["hidden"], cols=s["expert_inter"], bias=False))]
+        return out
+
+    def make(self, rng, d, T, fmt):
+        cols = d["cols"]
+        if FORMATS[fmt]["block"] > 1:
+            cols = max(1, cols // FORMATS[fmt]["block"]) * FORMATS[fmt]["block"]
+        raw, deq = make_weights(rng, fmt, d["rows"], cols)
+        kw = dict(x=_f(rng.standard_normal((T, cols))), w=raw, format=fmt, rows=d["rows"], cols=cols)
+        if d["bias"]:
+            kw["bias"] = _f(rng.standard_normal(d["rows"]))
+        return kw, dict(deq=deq)
+
+    def reference(self, kw, ctx):
+        x = activations_seen(kw["format"], kw["x"])
+        y = x @ ctx["deq"].T
+        scale = np.abs(x) @ np.abs(ctx["deq"]).T
+        if "bias" in kw:
+            y = y + kw["bias"]
+            scale = scale + np.abs(kw["bias"])
+        return [y], [scale]
+
+
+def _rms(x, w, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+class RmsNorm(Spec):
+    name = "rmsnorm"
+    row_args = ("x",)
+
+    def cases(self, rng):
+        return [("random", dict(heads=int(rng.integers(1, 5)), dim=int(rng.integers(1, 70)))),
+                ("anchor-hidden", dict(heads=1, dim=512)), ("qwen3_next_80b-hidden", dict(heads=1, dim=2048)),
+                ("qwen3_next_80b-qnorm", dict(heads=16, dim=256))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(x=_f(rng.standard_normal((T, d["heads"], d["dim"])) * 3),
+                    w=_f(1 + 0.1 * rng.standard_normal(d["dim"])), eps=1e-6), {}
+
+    def reference(self, kw, ctx):
+        out = _rms(kw["x"], kw["w"], kw["eps"])
+        return [out], [np.abs(out) + 1e-30]
+
+
+class GatedRmsNorm(Spec):
+    name = "gated_rmsnorm"
+    row_args = ("x", "z")
+
+    def cases(self, rng):
+        return [("random", dict(heads=int(rng.integers(1, 5)), dim=int(rng.integers(1, 70)))),
+                ("anchor", dict(heads=8, dim=64)), ("qwen3_next_80b", dict(heads=32, dim=128))]
+
+    def make(self, rng, d, T, fmt):
+        shape = (T, d["heads"], d["dim"])
+        return dict(x=_f(rng.standard_normal(shape)), z=_f(rng.standard_normal(shape) * 2),
+                    w=_f(1 + 0.1 * rng.standard_normal(d["dim"])), eps=1e-6), {}
+
+    def reference(self, kw, ctx):
+        z = kw["z"].astype(np.float64)
+        out = _rms(kw["x"], kw["w"], kw["eps"]) * z * _sig(z)
+        return [out], [np.abs(out) + 1e-30]
+
+
+def _inv_freq(half: int, theta: float = 10000.0) -> np.ndarray:
+    rot = 2 * half
+    return (np.float32(1.0) / np.power(np.float32(theta), np.arange(0, rot, 2, dtype=np.float32) / np.float32(rot))
+            ).astype(np.float32)
+
+
+class Rotary(Spec):
+    name = "rotary"
+    rows = "positional"
+    row_args = ("x",)
+
+    def cases(self, rng):
+        return [("random", dict(heads=int(rng.integers(1, 5)), dim=16, half=int(rng.integers(1, 9)), p0=int(rng.integers(0, 5000)))),
+                ("anchor", dict(heads=8, dim=64, half=16, p0=300)),
+                ("qwen3_next_80b", dict(heads=16, dim=256, half=32, p0=30000))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(x=_f(rng.standard_normal((T, d["heads"], d["dim"]))), p0=d["p0"],
+                    inv_freq=_inv_freq(d["half"])), {}
+
+    def reference(self, kw, ctx):
+        x = kw["x"].astype(np.float64)
+        half = len(kw["inv_freq"])
+        pos = (np.arange(x.shape[0]) + kw["p0"]).astype(np.float32)
+        ang = (pos[:, None] * kw["inv_freq"][None, :]).astype(np.float64)  # f32 angles, like the reference
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        out = x.copy()
+        x1, x2 = x[..., :half], x[..., half:2 * half]
+        out[..., :half] = x1 * c - x2 * s
+        out[..., half:2 * half] = x2 * c + x1 * s
+        return [out], [np.abs(x1).max() + np.abs(x2).max() + 0 * out]
+
+
+class Attention(Spec):
+    name = "attention"
+    rows = "positional"
+    row_args = ("q", "gate")
+
+    def cases(self, rng):
+        out = [("random", dict(heads=4, kv=int(rng.choice([1, 2, 4])), head_dim=int(rng.integers(1, 40)),
+                               p0=int(rng.integers(0, 40)), gate=bool(rng.integers(0, 2))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(heads=s["heads"], kv=s["kv"], head_dim=s["head_dim"], p0=70, gate=True)))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        cells = d["p0"] + max(T, 16) + 4  # room for 16 rows at p0 (the invariance test shifts p0)
+        hd = d["head_dim"]
+        kw = dict(q=_f(rng.standard_normal((T, d["heads"], hd))),
+                  k_cells=_f(rng.standard_normal((cells, d["kv"], hd))),
+                  v_cells=_f(rng.standard_normal((cells, d["kv"], hd))), p0=d["p0"], scale=1.0 / math.sqrt(hd))
+        if d["gate"]:
+            kw["gate"] = _f(rng.standard_normal((T, d["heads"], hd)))
+        return kw, {}
+
+    def reference(self, kw, ctx):
+        q = kw["q"].astype(np.float64)
+        k, v = kw["k_cells"].astype(np.float64), kw["v_cells"].astype(np.float64)
+        n, nh, hd = q.shape
+        rep = nh // k.shape[1]
+        out = np.zeros_like(q)
+        scale = np.zeros_like(q)
+        for t in range(n):
+            p = kw["p0"] + t
+            for h in range(nh):
+                g = h // rep
+                sc = (k[:p + 1, g] @ q[t, h]) * kw["scale"]
+                pr = np.exp(sc - sc.max())
+                pr /= pr.sum()
+                out[t, h] = pr @ v[:p + 1, g]
+                scale[t, h] = np.abs(v[:p + 1, g]).max()
+        if "gate" in kw:
+            gt = _sig(kw["gate"].astype(np.float64))
+            out, scale = out * gt, scale * gt
+        return [out], [scale]
+
+
+class CausalConv(Spec):
+    name = "causal_conv"
+    rows = "causal"
+    row_args = ("x",)
+
+    def cases(self, rng):
+        out = [("random", dict(channels=int(rng.integers(1, 90)), K=int(rng.integers(1, 6))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(channels=2 * s["nk"] * s["dk"] + s["nv"] * s["dv"], K=s["conv_k"])))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        C, K = d["channels"], d["K"]
+        return dict(x=_f(rng.standard_normal((T, C))), hist=_f(rng.standard_normal((K - 1, C))),
+                    w=_f(rng.standard_normal((C, K)) * 0.5)), {}
+
+    def reference(self, kw, ctx):
+        x = np.concatenate([kw["hist"], kw["x"]]).astype(np.float64)
+        w = kw["w"].astype(np.float64)
+        K = w.shape[1]
+        T = kw["x"].shape[0]
+        acc = np.stack([(x[t:t + K].T * w).sum(axis=1) for t in range(T)])
+        mag = np.stack([(np.abs(x[t:t + K].T) * np.abs(w)).sum(axis=1) for t in range(T)])
+        return [acc * _sig(acc)], [mag]
+
+
+def _softplus(x):
+    return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+
+
+class GdnInputs(Spec):
+    name = "gdn_inputs"
+    row_args = ("conv", "b", "a")
+    row_outputs = (0, 1, 2, 3, 4)
+
+    def cases(self, rng):
+        out = [("random", dict(nk=int(rng.integers(1, 3)), r=int(rng.integers(1, 3)), dk=int(rng.integers(1, 20)),
+                               dv=int(rng.integers(1, 20))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(nk=s["nk"], r=s["nv"] // s["nk"], dk=s["dk"], dv=s["dv"])))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        nk, dk, dv = d["nk"], d["dk"], d["dv"]
+        nv = nk * d["r"]
+        cd = 2 * nk * dk + nv * dv
+        return dict(conv=_f(rng.standard_normal((T, cd))), b=_f(rng.standard_normal((T, nv))),
+                    a=_f(rng.standard_normal((T, nv)) * 3), A=_f(-np.exp(rng.standard_normal(nv))),
+                    dt_bias=_f(rng.standard_normal(nv)), n_k=nk, d_k=dk, d_v=dv), {}
+
+    def reference(self, kw, ctx):
+        c = kw["conv"].astype(np.float64)
+        n, nk, dk, dv = c.shape[0], kw["n_k"], kw["d_k"], kw["d_v"]
+        kd = nk * dk
+        q = c[:, :kd].reshape(n, nk, dk)
+        k = c[:, kd:2 * kd].reshape(n, nk, dk)
+        q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6) / math.sqrt(dk)
+        k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+        v = c[:, 2 * kd:]
+        g = kw["A"].astype(np.float64) * _softplus(kw["a"].astype(np.float64) + kw["dt_bias"])
+        dec = np.exp(g)
+        beta = _sig(kw["b"].astype(np.float64))
+        outs = [q.reshape(n, kd), k.reshape(n, kd), v, dec, beta]
+        scales = [np.abs(o) + 1e-30 for o in outs]
+        scales[3] = dec * (1 + np.abs(g))  # exp amplifies the f32 error of its argument
+        return outs, scales
+
+
+class GdnStep(Spec):
+    name = "gdn_step"
+    rows = "causal"
+    row_args = ("q", "k", "v", "decay", "beta")
+    row_outputs = (1,)
+
+    def cases(self, rng):
+        out = [("random", dict(nk=int(rng.integers(1, 3)), r=int(rng.integers(1, 3)), dk=int(rng.integers(1, 20)),
+                               dv=int(rng.integers(1, 20))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(nk=s["nk"], r=s["nv"] // s["nk"], dk=s["dk"], dv=s["dv"])))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        nk, dk, dv = d["nk"], d["dk"], d["dv"]
+        nv = nk * d["r"]
+
+        def unit(shape):
+            x = rng.standard_normal(shape)
+            return _f(x / np.linalg.norm(x, axis=-1, keepdims=True))
+
+        return dict(S0=_f(rng.standard_normal((nv, dk, dv)) * 0.3), q=unit((T, nk, dk)).reshape(T, nk * dk) / math.sqrt(dk),
+                    k=unit((T, nk, dk)).reshape(T, nk * dk), v=_f(rng.standard_normal((T, nv * dv))),
+                    decay=_f(rng.uniform(0.5, 1.0, (T, nv))), beta=_f(rng.uniform(0.0, 1.0, (T, nv))), n_k=nk), {}
+
+    def reference(self, kw, ctx):
+        S = kw["S0"].astype(np.float64).copy()
+        nv, dk, dv = S.shape
+        nk = kw["n_k"]
+        T = kw["q"].shape[0]
+        q = kw["q"].astype(np.float64).reshape(T, nk, dk)
+        k = kw["k"].astype(np.float64).reshape(T, nk, dk)
+        v = kw["v"].astype(np.float64).reshape(T, nv, dv)
+        out = np.zeros((T, nv, dv))
+        r = nv // nk
+        for t in range(T):
+            for h in range(nv):
+                g = h // r
+                S[h] *= kw["decay"][t, h]
+                delta = (v[t, h] - k[t, g] @ S[h]) * kw["beta"][t, h]
+                S[h] += np.outer(k[t, g], delta)
+                out[t, h] = q[t, g] @ S[h]
+        mag_S = np.abs(S).max() + np.abs(v).max()
+        return [S, out.reshape(T, nv * dv)], [mag_S + 0 * S, mag_S + 0 * out.reshape(T, nv * dv)]
+
+
+class RouterTopk(Spec):
+    name = "router_topk"
+    row_args = ("logits",)
+    row_outputs = (0, 1)
+
+    def cases(self, rng):
+        out = [("random", dict(E=int(rng.integers(2, 40)), renorm=bool(rng.integers(0, 2))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(E=s["experts"], k=s["top_k"], renorm=True)))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        k = d.get("k") or int(rng.integers(1, d["E"] + 1))
+        return dict(logits=_f(rng.standard_normal((T, d["E"])) * 2), k=k, renormalize=d["renorm"]), {}
+
+    def reference(self, kw, ctx):
+        lg = kw["logits"].astype(np.float64)
+        p = np.exp(lg - lg.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        idx = np.argsort(-p, axis=-1, kind="stable")[:, :kw["k"]]
+        w = np.take_along_axis(p, idx, -1)
+        if kw["renormalize"]:
+            w = w / w.sum(-1, keepdims=True)
+        return [idx, w], [0 * w, w + 1e-30]
+
+
+class Gather(Spec):
+    name = "gather"
+    row_args = ("idx",)
+
+    def cases(self, rng):
+        return [("random", dict(m=int(rng.integers(1, 30)), cols=int(rng.integers(1, 100)))),
+                ("qwen3_next_80b", dict(m=16, cols=2048))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(src=_f(rng.standard_normal((d["m"], d["cols"]))),
+                    idx=rng.integers(0, d["m"], T).astype(np.int32)), {}
+
+    def reference(self, kw, ctx):
+        out = kw["src"][kw["idx"]].astype(np.float64)
+        return [out], [0 * out]
+
+
+class SwiGlu(Spec):
+    name = "swiglu"
+    row_args = ("g", "u")
+
+    def cases(self, rng):
+        return [("random", dict(n=int(rng.integers(1, 100)))), ("anchor", dict(n=128)), ("qwen3_next_80b", dict(n=512))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(g=_f(rng.standard_normal((T, d["n"])) * 3), u=_f(rng.standard_normal((T, d["n"])))), {}
+
+    def reference(self, kw, ctx):
+        g, u = kw["g"].astype(np.float64), kw["u"].astype(np.float64)
+        out = g * _sig(g) * u
+        return [out], [np.abs(out) + 1e-30]
+
+
+class MoeCombine(Spec):
+    name = "moe_combine"
+    row_args = ("slot", "w", "shared", "shared_gate")
+
+    def cases(self, rng):
+        out = [("random", dict(k=int(rng.integers(1, 5)), H=int(rng.integers(1, 80)), shared=bool(rng.integers(0, 2))))]
+        for m, s in MODELS.items():
+            out.append((m, dict(k=s["top_k"], H=s["hidden"], shared=True)))
+        return out
+
+    def make(self, rng, d, T, fmt):
+        k, H = d["k"], d["H"]
+        slots = 40
+        kw = dict(D=_f(rng.standard_normal((slots, H))), slot=rng.integers(0, slots, (T, k)).astype(np.int32),
+                  w=_f(rng.uniform(0, 1, (T, k))))
+        if d["shared"]:
+            kw["shared"] = _f(rng.standard_normal((T, H)))
+            kw["shared_gate"] = _f(rng.standard_normal(T))
+        return kw, {}
+
+    def reference(self, kw, ctx):
+        D = kw["D"].astype(np.float64)
+        w = kw["w"].astype(np.float64)
+        out = (D[kw["slot"]] * w[..., None]).sum(1)
+        mag = (np.abs(D[kw["slot"]]) * w[..., None]).sum(1)
+        if "shared" in kw:
+            gs = _sig(kw["shared_gate"].astype(np.float64))[:, None]
+            out = out + gs * kw["shared"]
+            mag = mag + gs * np.abs(kw["shared"])
+        return [out], [mag]
+
+
+class Add(Spec):
+    name = "add"
+    row_args = ("x", "y")
+
+    def cases(self, rng):
+        return [("random", dict(n=int(rng.integers(1, 100)))), ("qwen3_next_80b", dict(n=2048))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(x=_f(rng.standard_normal((T, d["n"]))), y=_f(rng.standard_normal((T, d["n"])))), {}
+
+    def reference(self, kw, ctx):
+        out = (kw["x"] + kw["y"]).astype(np.float64)  # one f32 rounding: the exact result
+        return [out], [0 * out]
+
+
+SPECS = {s.name: s for s in (Embed(), Matmul(), RmsNorm(), GatedRmsNorm(), Rotary(), Attention(), CausalConv(),
+                             GdnInputs(), GdnStep(), RouterTopk(), Gather(), SwiGlu(), MoeCombine(), Add())}
+
+
+def run(backend: str, spec: Spec, kw: dict, threads: int = 1) -> list[np.ndarray]:
+    out = getattr(ops, spec.name)(backend, threads=threads, **kw)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _params():
+    for backend in BACKENDS:
+        for name, spec in SPECS.items():
+            if not ops.supports(backend, name):
+                continue
+            fmts = supported_formats(backend, name) if spec.uses_format else ["F32"]
+            for fmt in fmts:
+                yield pytest.param(backend, name, fmt, id=f"{backend}-{name}-{fmt}")
+
+
+PARAMS = list(_params())
+# ops with a prefill mode (Backend::set_prefill: faster kernels for many rows, tolerance only)
+PREFILL_OPS = {"matmul", "attention"}
+MODES = [pytest.param(*p.values, False, id=p.id + "-exact") for p in PARAMS] + [
+    pytest.param(*p.values, True, id=p.id + "-prefill") for p in PARAMS if p.values[1] in PREFILL_OPS]
+
+
+def test_every_op_is_specified():
+    # an op added to the backend interface must get a spec (and a reference) here
+    assert sorted(ops.op_names()) == sorted(SPECS)
+
+
+@pytest.mark.parametrize("backend,name,fmt,prefill", MODES)
+def test_op_matches_numpy(backend, name, fmt, prefill):
+    spec = SPECS[name]
+    rng = np.random.default_rng(zlib.crc32(f"{backend}/{name}/{fmt}/{prefill}".encode()))
+    tol = QUANT_TOLERANCE if FORMATS[fmt]["quantized"] else tolerance(backend, name)
+    for label, dims in spec.cases(rng):
+        for T in ((17, 40) if prefill else (1, 5)):
+            kw, ctx = spec.make(rng, dims, T, fmt)
+            if prefill:
+                kw["prefill"] = True
+            got = run(backend, spec, kw, threads=2)
+            want, scale = spec.reference(kw, ctx)
+            for i, (g, w, s) in enumerate(zip(got, want, scale)):
+                assert g.shape == w.shape, f"{label} T={T} output {i}: shape {g.shape} != {w.shape}"
+                if name in EXACT_OPS or g.dtype.kind == "i":
+                    np.testing.assert_array_equal(g, w.astype(g.dtype), err_msg=f"{label} T={T} output {i}")
+                    continue
+                err = np.abs(g.astype(np.float64) - w)
+                bound = tol * np.maximum(s, np.finfo(np.float32).tiny)
+                if name == "embed" and not FORMATS[fmt]["quantized"]:
+                    bound = 0 * bound  # a float conversion is exact
+                worst = np.unravel_index(np.argmax(err - bound), err.shape)
+                assert np.all(err <= bound), (
+                    f"{backend} {name} {fmt} {label} T={T} output {i}: error {err[worst]:.3g} at {worst} "
+                    f"> {bound[worst]:.3g} (tolerance {tol} x scale {s[worst]:.3g})")
+
+
+@pytest.mark.parametrize("backend,name,fmt", PARAMS)
+def test_batch_invariance(backend, name, fmt):
+    """Row r's output is bit-identical for every T in 1..16, any other rows, any thread count."""
+    spec = SPECS[name]
+    rng = np.random.default_rng(zlib.crc32(f"invariance/{backend}/{name}/{fmt}".encode()))
+    cases = spec.cases(rng)
+    for label, dims in (cases[0], cases[-1]):
+        if spec.rows == "causal":
+            _prefix_stable(backend, spec, label, dims, fmt, rng)
+        else:
+            _rows_independent(backend, spec, label, dims, fmt, rng)
+
+
+def _prefix_stable(backend, spec, label, dims, fmt, rng):
+    """Causal ops: rows 0..T-1 are the same whether the window has T rows or 16."""
+    full, _ = spec.make(np.random.default_rng(7), dims, 16, fmt)
+    ref = run(backend, spec, full)
+    for T in range(1, 17):
+        kw = dict(full)
+        for a in spec.row_args:
+            kw[a] = np.ascontiguousarray(full[a][:T])
+        got = run(backend, spec, kw, threads=int(rng.integers(1, 3)))
+        for i in spec.row_outputs:
+            np.testing.assert_array_equal(got[i], ref[i][:T], err_msg=f"{label}: T={T} output {i}")
+
+
+def _rows_independent(backend, spec, label, dims, fmt, rng):
+    """The 1-row window is the reference; row r of a T-row window (random other rows, same shared
+    inputs such as weights, same absolute position for positional ops) must equal it."""
+    dims = dict(dims)
+    if spec.rows == "positional":
+        dims["p0"] = max(dims["p0"], 16)  # so that row r can sit at p0 - r
+    one, _ = spec.make(rng, dims, 1, fmt)
+    base = run(backend, spec, one)
+    for T in range(1, 17):
+        fresh, _ = spec.make(rng, dims, T, fmt)
+        for r in (rng.permutation(T)[:2] if T > 1 else [0]):
+            kw = dict(one)
+            for a in spec.row_args:
+                if a in one:
+                    arr = np.array(fresh[a], copy=True)
+                    arr[r] = one[a][0]
+                    kw[a] = arr
+            if spec.rows == "positional":
+                kw["p0"] = one["p0"] - int(r)
+            got = run(backend, spec, kw, threads=int(rng.integers(1, 3)))
+            for i in spec.row_outputs:
+                np.testing.assert_array_equal(got[i][r], base[i][0], err_msg=f"{label}: T={T} row {r} output {i}")
+
+
+def test_unsupported_format_is_a_clear_error():
+    for backend in BACKENDS:
+        for fmt in FORMATS:
+            if ops.supports(backend, "matmul", fmt):
+                continue
+            info = FORMATS[fmt]
+            cols = info["block"] * 2
+            raw = np.zeros((3, cols // info["block"] * info["nbytes"]), np.uint8)
+            with pytest.raises(ValueError, match=f"does not support matmul on {fmt}"):
+                ops.matmul(backend, np.zeros((1, cols), np.float32), raw, fmt, 3, cols)
+
+
+def test_cpu_support_table():
+    # the float formats the engine stores in memory; quantized ones join by registering kernels
+    assert ops.supports("cpu", "matmul", "F32") and ops.supports("cpu", "matmul", "BF16")
+    assert ops.supports("cpu", "embed", "F16")
+    assert "cpu" in BACKENDS
+
+
+def test_bad_arguments_are_one_line_errors():
+    with pytest.raises(ValueError, match="unknown weight format 'Q9_9'"):
+        ops.supports("cpu", "matmul", "Q9_9")
+    with pytest.raises(ValueError, match="unknown op"):
+        ops.supports("cpu", "conv3d")
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        ops.add("nope", np.zeros(2, np.float32), np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match="bytes given"):
+        ops.matmul("cpu", np.zeros((1, 4), np.float32), np.zeros((2, 3), np.float32), "F32", 2, 4)
