@@ -446,7 +446,7 @@ def _human(n: float) -> str:
 
 
 @app.command()
-def info(model: str = typer.Argument(..., help="Model folder, pack, .gguf file, or bundled alias."), as_json: bool = JsonOpt) -> None:
+def info(model: str = typer.Argument(..., help="Model folder, pack, or bundled alias."), as_json: bool = JsonOpt) -> None:
     """Show a model's metadata (config, tensors, size) without loading it."""
     from ..runtime import model_info
 
@@ -463,9 +463,6 @@ def info(model: str = typer.Argument(..., help="Model folder, pack, .gguf file, 
     print(f"  params        {p:,} ({p / 1e9:.2f} B)" if p >= 1e9 else f"  params        {p:,} ({p / 1e6:.1f} M)")
     print(f"  dtype         {data.get('dtype')}")
     print(f"  size on disk  {_human(data.get('size_on_disk') or 0)}")
-    if data.get("formats"):  # GGUF files: the weight formats and what one token reads
-        print("  formats       " + ", ".join(f"{k} {_human(v)}" for k, v in data["formats"].items()))
-        print(f"  per token     {_human(data['bytes_per_token'])} of weights (dense + top-{data.get('experts_per_token')} experts)")
     io = data.get("pack_io")
     if io:  # what decides a pack's IO (see docs/streaming.md)
         print(f"  experts file  {io['experts_file']}: {io['moe_layers']} MoE layers x {io['experts_per_layer']} "
