@@ -82,7 +82,8 @@ def test_older_gguf_layouts(tmp_path, arch, layout):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("qtype, expert_qtype", [("Q8_0", None), ("Q4_K", None), ("Q8_0", "Q4_K")])
+@pytest.mark.parametrize("qtype, expert_qtype", [("Q8_0", None), ("Q4_K", None), ("Q8_0", "Q4_K"), ("F16", None),
+                                                 ("BF16", "Q4_K")])
 def test_quantized_gguf_equals_its_dequantized_f32_model(tmp_path, exact_activations, arch, qtype, expert_qtype):
     folder, _ = wide_model(tmp_path / "hf", arch, seed=4)
     q = write_gguf(folder, str(tmp_path / "q.gguf"), qtype=qtype, expert_qtype=expert_qtype)
