@@ -79,6 +79,12 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors, std
     if (n_moe_layers_ > 0 && (s.top_k <= 0 || s.top_k > s.n_experts))
         throw ModelError("num_experts_per_tok must be in 1..num_experts");
     store_ = store ? std::move(store) : std::make_shared<ResidentExpertStore>(src_, spec_, *be_);
+    // weights every run reads once (the LM head runs for at least one row of every window)
+    dense_bytes_ = int64_t(head_.bytes() + final_norm_.size() * sizeof(float));
+    for (const auto& B : blocks_)
+        dense_bytes_ += int64_t(B.mixer->weight_bytes() + B.ffn->dense_weight_bytes() +
+                                (B.in_norm.size() + B.post_norm.size()) * sizeof(float));
+    expert_bytes_.assign(n_moe_layers_, 0);
     tele_.union_per_layer.assign(n_moe_layers_, 0);
 }
 
@@ -109,6 +115,7 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
     win.has_drafts = window_has_drafts_;
     win.tele = &tele_;
     win.union_per_moe = &run_union_;
+    win.expert_bytes = &expert_bytes_;
     be.embed(embed_, tokens, n, x);
     for (auto& B : blocks_) {
         be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.in_norm.data(), s.eps);
@@ -185,12 +192,20 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
         last_tokens_.assign(tokens, tokens + T);
     else
         last_tokens_.clear();
-    // telemetry: union per MoE layer and the experts themselves
+    // telemetry: union per MoE layer and the experts themselves; the weight bytes touched
     tele_.expert_offsets.assign(1, 0);
+    tele_.weight_bytes = dense_bytes_;
+    if (!spec_.tie) {  // a tied embedding is the LM head, counted whole already
+        std::vector<int32_t> distinct(tokens, tokens + T);
+        std::sort(distinct.begin(), distinct.end());
+        distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+        tele_.weight_bytes += int64_t(distinct.size() * embed_.row_bytes);
+    }
     for (int m = 0; m < n_moe_layers_; ++m) {
         auto& u = run_union_[m];
         std::sort(u.begin(), u.end());
         u.erase(std::unique(u.begin(), u.end()), u.end());
+        tele_.weight_bytes += int64_t(u.size()) * expert_bytes_[m];
         tele_.union_per_layer.push_back(int(u.size()));
         tele_.expert_ids.insert(tele_.expert_ids.end(), u.begin(), u.end());
         tele_.expert_offsets.push_back(int(tele_.expert_ids.size()));

@@ -100,6 +100,8 @@ private:
     RoutingOptions routing_;
     bool window_has_drafts_ = false;  // rows 1.. of this run are drafts (decode-size window)
     std::vector<std::vector<int>> run_union_;  // per MoE layer: experts used in this run
+    std::vector<int64_t> expert_bytes_;         // per MoE layer: stored bytes of one expert
+    int64_t dense_bytes_ = 0;                   // every non-expert weight a run reads, but the embedding
     std::vector<float> logits_;
     WindowTelemetry tele_;
     std::mutex mu_;

@@ -31,6 +31,10 @@ struct WindowTelemetry {
     int64_t bytes_read = 0;
     int64_t prefetched_bytes = 0;
     int64_t extra_cold = 0;            // cold experts beyond those the root row needed
+    // bytes of weights the window touched: every dense / shared matrix (in its stored format)
+    // and f32 vector once, the embedding rows of its distinct tokens, each distinct expert of
+    // each MoE layer once; the floor that reading weights sets on the window's cost
+    int64_t weight_bytes = 0;
     int64_t cache_slots_used = 0;
     int64_t cache_slots_total = 0;
     bool approximate = false;          // a routing mode that changes the model was active

@@ -35,6 +35,7 @@ py::dict telemetry_dict(const WindowTelemetry& t) {
     d["prefetch_wasted"] = t.prefetch_wasted;
     d["late_wait_us"] = t.late_wait_us;
     d["bytes_read"] = t.bytes_read;
+    d["weight_bytes"] = t.weight_bytes;
     d["prefetched_bytes"] = t.prefetched_bytes;
     d["extra_cold"] = t.extra_cold;
     d["cache_slots_used"] = t.cache_slots_used;

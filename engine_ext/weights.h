@@ -42,6 +42,7 @@ struct Linear {
     MatView w;
     std::vector<float> bias;  // empty: none
     const float* b() const { return bias.empty() ? nullptr : bias.data(); }
+    size_t bytes() const { return w.bytes() + bias.size() * sizeof(float); }
 };
 
 // Loads named weights of a model and checks that the backend computes on their formats.

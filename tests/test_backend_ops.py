@@ -670,3 +670,28 @@ def test_bad_arguments_are_one_line_errors():
         ops.add("nope", np.zeros(2, np.float32), np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="bytes given"):
         ops.matmul("cpu", np.zeros((1, 4), np.float32), np.zeros((2, 3), np.float32), "F32", 2, 4)
+
+
+def test_engine_refuses_a_format_its_backend_cannot_compute(tmp_path):
+    """A model whose matrix is stored in a format without kernels is refused at load, naming it."""
+    import strata  # noqa: PLC0415
+    from strata import config, model  # noqa: PLC0415
+    from strata.devmodel import write_random_model  # noqa: PLC0415
+    from strata.errors import ModelError  # noqa: PLC0415
+    from strata.safetensors_io import checkpoint_files, read_header  # noqa: PLC0415
+
+    missing = [f for f, info in FORMATS.items()
+               if info["quantized"] and info["block"] <= 64 and not ops.supports("cpu", "matmul", f)]
+    if not missing:
+        pytest.skip("the cpu backend computes every small-block format")
+    fmt = missing[0]
+    path = write_random_model(tmp_path / "m", arch="qwen3_moe", seed=1)  # hidden 64
+    _, spec = config.read_config(path)
+    infos = [t for f in checkpoint_files(path) for t in read_header(f).values()]
+    table = model.tensor_table(spec, infos)
+    rows = [(name, t.path, t.offset, t.dtype, list(t.shape)) for name, t in table.items()]
+    target = "layers.0.self_attn.o_proj.weight"
+    rows = [(n, p, o, fmt if n == target else d, s) for n, p, o, d, s in rows]
+    with pytest.raises(ModelError, match=f"tensor {target} is stored as {fmt}, which the cpu backend cannot"):
+        E.Engine(spec, rows, threads=1)
+    assert strata.load(path, threads=1).vocab_size > 0  # the same model in f32 loads

@@ -13,7 +13,7 @@ WINDOW_FIELDS = (
     "pos0", "T", "n_drafted", "n_accept", "keep", "emitted", "match_len", "drafter",
     "window_us", "run_us", "fold_us",
     "hits", "cold_misses", "urgent_loads", "prefetch_issued", "prefetch_used", "prefetch_wasted",
-    "late_wait_us", "bytes_read", "prefetched_bytes", "extra_cold",
+    "late_wait_us", "bytes_read", "prefetched_bytes", "extra_cold", "weight_bytes",
     "cache_slots_used", "cache_slots_total", "approximate",
 )
 
@@ -43,6 +43,7 @@ class WindowStats:
     bytes_read: int = 0
     prefetched_bytes: int = 0
     extra_cold: int = 0
+    weight_bytes: int = 0          # weights the window touched (each distinct expert once)
     cache_slots_used: int = 0
     cache_slots_total: int = 0
     approximate: bool = False

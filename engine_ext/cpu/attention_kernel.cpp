@@ -25,7 +25,9 @@ constexpr int kGroup = 4;         // queries whose P V accumulators share each V
 constexpr int kDV = 4;            // vectors of head_dim accumulated at once
 
 struct Scratch {
-    std::vector<float> kt, scores;
+    std::vector<float> kt, scores, sums;
+    std::vector<const float*> qs, ps;
+    std::vector<float*> outs;
     float* grow(std::vector<float>& v, size_t n) {
         if (v.size() < n + 16) v.resize(n + 16);
         uintptr_t p = reinterpret_cast<uintptr_t>(v.data());
@@ -48,21 +50,36 @@ void transpose_keys(const float* K, int ldkv, int64_t n_cells, int hd, float* KT
     }
 }
 
-// scores[q][j] = scale * <Q_q, K_j> for j < n_blocks * L, kGroup queries per pass over KT.
+// Scores of up to kGroup queries against NB consecutive key blocks: each broadcast of q[d]
+// feeds NB FMAs, so loads stay below FMAs.
+template <int NB>
+void score_blocks(const float* const* qs, int g, const float* kt, int hd, S::vf scale, float* out, int64_t lds) {
+    S::vf acc[kGroup][NB];
+    for (int i = 0; i < kGroup; ++i)
+        for (int b = 0; b < NB; ++b) acc[i][b] = S::zero();
+    for (int d = 0; d < hd; ++d) {
+        S::vf k[NB];
+        for (int b = 0; b < NB; ++b) k[b] = S::load(kt + (size_t(b) * hd + d) * L);
+        for (int i = 0; i < g; ++i) {
+            S::vf q = S::set1(qs[i][d]);
+            for (int b = 0; b < NB; ++b) acc[i][b] = S::fma(q, k[b], acc[i][b]);
+        }
+    }
+    for (int i = 0; i < g; ++i)
+        for (int b = 0; b < NB; ++b) S::store(out + i * lds + b * L, S::mul(acc[i][b], scale));
+}
+
+// scores[q][j] = scale * <Q_q, K_j> for j < n_blocks * L.
 void score_tile(const float* const* qs, int nq, const float* KT, int64_t n_blocks, int hd, float scale,
                 float* scores, int64_t lds) {
+    const S::vf vscale = S::set1(scale);
     for (int q0 = 0; q0 < nq; q0 += kGroup) {
         const int g = std::min(kGroup, nq - q0);
-        for (int64_t b = 0; b < n_blocks; ++b) {
-            const float* kt = KT + size_t(b) * hd * L;
-            S::vf acc[kGroup];
-            for (int i = 0; i < kGroup; ++i) acc[i] = S::zero();
-            for (int d = 0; d < hd; ++d) {
-                S::vf k = S::load(kt + d * L);
-                for (int i = 0; i < g; ++i) acc[i] = S::fma(S::set1(qs[q0 + i][d]), k, acc[i]);
-            }
-            for (int i = 0; i < g; ++i) S::store(scores + (q0 + i) * lds + b * L, S::mul(acc[i], S::set1(scale)));
-        }
+        int64_t b = 0;
+        for (; b + 2 <= n_blocks; b += 2)
+            score_blocks<2>(qs + q0, g, KT + size_t(b) * hd * L, hd, vscale, scores + q0 * lds + b * L, lds);
+        if (b < n_blocks)
+            score_blocks<1>(qs + q0, g, KT + size_t(b) * hd * L, hd, vscale, scores + q0 * lds + b * L, lds);
     }
 }
 
@@ -140,9 +157,17 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
 
     const int rows_per_tile = std::max(1, kTileQueries / rep);
     float* scores = scratch.grow(scratch.scores, size_t(rows_per_tile) * rep * padded);
-    std::vector<const float*> qs(size_t(rows_per_tile) * rep), ps(qs.size());
-    std::vector<float*> outs(qs.size());
-    std::vector<float> sums(qs.size());
+    const size_t tile_q = size_t(rows_per_tile) * rep;
+    auto& qs = scratch.qs;
+    auto& ps = scratch.ps;
+    auto& outs = scratch.outs;
+    auto& sums = scratch.sums;
+    if (qs.size() < tile_q) {
+        qs.resize(tile_q);
+        ps.resize(tile_q);
+        outs.resize(tile_q);
+        sums.resize(tile_q);
+    }
     for (int t0 = 0; t0 < n_rows; t0 += rows_per_tile) {
         const int rows = std::min(rows_per_tile, n_rows - t0), nq = rows * rep;
         // the tile's last row sees the most cells; earlier rows mask their tails

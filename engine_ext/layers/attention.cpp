@@ -72,6 +72,10 @@ void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float*
     be.matmul({{O, n, nh * hd, o_.w, o_.b(), out, s.hidden}});
 }
 
+size_t AttentionLayer::weight_bytes() const {
+    return q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes() + (qn_.size() + kn_.size()) * sizeof(float);
+}
+
 size_t AttentionLayer::state_bytes(int64_t pos) const {
     return size_t(pos) * size_t(env_.spec.n_kv) * env_.spec.head_dim * 2 * sizeof(float);
 }

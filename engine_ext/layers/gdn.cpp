@@ -300,6 +300,11 @@ bool GdnLayer::flush() {
     return true;
 }
 
+size_t GdnLayer::weight_bytes() const {
+    size_t b = qkvz_.bytes() + ba_.bytes() + qkv_.bytes() + z_.bytes() + b_.bytes() + a_.bytes() + out_.bytes();
+    return b + (conv_w_.size() + A_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
+}
+
 size_t GdnLayer::state_bytes(int64_t) const { return (S_.size() + hist_.size()) * sizeof(float); }
 
 void GdnLayer::save(StateWriter& w, int64_t) const {

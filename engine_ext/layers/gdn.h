@@ -25,6 +25,7 @@ public:
     void save(StateWriter& w, int64_t pos) const override;
     void load(StateReader& r, int64_t pos) override;
     void reset() override;
+    size_t weight_bytes() const override;
 
 private:
     void fold(int keep);

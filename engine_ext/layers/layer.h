@@ -48,6 +48,8 @@ public:
 class Mixer : public StatefulLayer {
 public:
     virtual void run(const float* h, int n, int64_t p0, int row0, float* out) = 0;
+    // Stored bytes of the weights every run reads (for the window telemetry).
+    virtual size_t weight_bytes() const = 0;
 };
 
 }  // namespace strata

@@ -27,6 +27,10 @@ FfnBlock::FfnBlock(const LayerEnv& env, WeightLoader& w, int l, int moe_index)
     }
 }
 
+size_t FfnBlock::dense_weight_bytes() const {
+    return gate_.bytes() + up_.bytes() + down_.bytes() + router_.bytes() + shared_gate_.bytes();
+}
+
 void FfnBlock::dense(const float* h, int n, float* out) {
     const int H = env_.spec.hidden, I = env_.spec.inter;
     Backend& be = env_.be;
@@ -96,6 +100,8 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     }
     auto& ru = (*win.union_per_moe)[moe_index_];
     ru.insert(ru.end(), uni.begin(), uni.end());
+    if (!views.empty())
+        (*win.expert_bytes)[moe_index_] = int64_t(views[0].gate.bytes() + views[0].up.bytes() + views[0].down.bytes());
     // group rows by expert: each expert's weights are read once for all its rows
     const int I = s.moe_inter;
     const int U = int(uni.size());

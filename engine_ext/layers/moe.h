@@ -19,6 +19,7 @@ struct MoeWindow {
     bool has_drafts = false;          // rows 1.. are drafts (decode-size window)
     WindowTelemetry* tele = nullptr;  // approximate flag
     std::vector<std::vector<int>>* union_per_moe = nullptr;  // experts used, per MoE layer
+    std::vector<int64_t>* expert_bytes = nullptr;  // stored bytes of one expert, per MoE layer
 };
 
 class FfnBlock {
@@ -27,6 +28,8 @@ public:
     // Read-ahead target: the next MoE block of the model (null for the last one).
     void set_next_moe(const FfnBlock* next) { next_ = next; }
     bool moe() const { return moe_index_ >= 0; }
+    // Stored bytes of the non-expert weights every run reads (router, shared expert, dense MLP).
+    size_t dense_weight_bytes() const;
     void run(const float* h, int n, float* out, MoeWindow& win);
 
 private:

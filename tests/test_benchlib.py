@@ -1,0 +1,77 @@
+"""bench/benchlib.py and window_cost's bytes floor (the benches' own logic, not their timings)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import benchlib  # noqa: E402
+
+
+def test_random_stream_is_fixed_and_in_range():
+    a = benchlib.random_stream(1000, 300)
+    assert a == benchlib.random_stream(1000, 300)
+    assert len(a) == 300 and min(a) >= 0 and max(a) < 1000
+    assert len(set(a)) > 200  # not a repeating greedy loop
+
+
+def test_time_forced_feeds_every_token_in_order():
+    seen = []
+    tps = benchlib.time_forced(lambda t: (seen.append(t), [0.0, 1.0])[1], [5, 3, 9])
+    assert seen == [5, 3, 9] and tps > 0
+
+
+def test_time_greedy_follows_the_argmax():
+    out_tps, toks = benchlib.time_greedy(lambda t: [0.0] * ((t + 1) % 4) + [1.0] + [0.0] * 4, [0, 1, 0], 4)
+    assert toks == [1, 2, 3, 0, 1] and out_tps > 0
+
+
+def test_busy_process_runs_and_is_reaped():
+    c0 = benchlib.children_cpu_s()
+    with benchlib.busy_process() as procs:
+        time.sleep(0.3)
+        assert all(p.poll() is None for p in procs)
+    assert all(p.returncode is not None for p in procs)
+    assert benchlib.children_cpu_s() - c0 > 0.1  # its CPU time is ours, not "other processes"
+
+
+def test_quiet_measure_marks_busy_and_retries(monkeypatch):
+    class Args:
+        wait_quiet, quiet_cores, max_others, retry_busy = 0, 0.3, 0.25, 2
+
+    class Meter:
+        cores = 0.9
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(benchlib, "OthersMeter", Meter)
+    calls = []
+    res, others, busy = benchlib.quiet_measure(lambda: calls.append(1) or 7, Args, "x")
+    assert (res, others, busy, len(calls)) == (7, 0.9, True, 3)
+
+
+def test_window_bytes_floor(tmp_path):
+    from strata.devmodel import write_random_model
+
+    import window_cost
+
+    path = write_random_model(str(tmp_path / "m"), "qwen3_moe", seed=0, preset="tiny")
+    strata = benchlib.import_strata()
+    cfg = strata.load(path, threads=1).config
+    bytes_of = window_cost.weight_bytes_model(path, cfg)
+    L, H, I = cfg["num_layers"], cfg["hidden_size"], cfg["moe_intermediate_size"]
+    per_expert = 3 * H * I * 4  # gate, up, down in f32
+    one = bytes_of({"union_per_layer": [2] * L}, 1)
+    three = bytes_of({"union_per_layer": [5] * L}, 3)
+    assert three - one == pytest.approx(L * 3 * per_expert + 2 * H * 4)  # 3 more experts per layer, 2 embed rows
+    assert bytes_of({"weight_bytes": 1234, "union_per_layer": [2] * L}, 1) == 1234  # the engine's figure wins
+    assert bytes_of({}, 1) is None
