@@ -1,7 +1,7 @@
 """strata and llama.cpp on the same GGUF files (Q8_0, Q4_K_M, Q6_K ... of the anchor models).
 
 For every file, each engine runs in its own worker process, engines interleaved within a run,
-with the procedure of vs_anchors.py (same token ids): prefill, greedy T=1 decode tok/s, window
+with the same token ids and calls (vs_anchors.py's engine adapters): prefill, greedy T=1 decode tok/s, window
 cost(T) for T = 1, 2, 4, 8 after a restored prefix, and logits on random ids. The table gives
 medians over --runs [min-max] and, per file, the ratios strata / llama.cpp from the same run.
 It also reports how close the two engines' logits are on the same file (relative L2, argmax
@@ -22,11 +22,59 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import vs_anchors  # noqa: E402 - the shared adapters and measurement procedure
+
+
+TS = (1, 2, 4, 8)
+
+
+def measure(adapter, job: dict) -> dict:
+    """prefill tok/s, greedy T=1 decode tok/s, window cost(T) after a restored prefix, logits on
+    check ids: the same calls for every engine (the adapters of vs_anchors.py)."""
+    import numpy as np
+
+    clock = time.perf_counter
+    prefix = job["prefix"]
+    adapter.reset()  # warm-up: page the weights in, start the thread pools
+    tok = int(np.argmax(adapter.prefill(prefix)))
+    for _ in range(8):
+        tok = int(np.argmax(adapter.step(tok)))
+    adapter.reset()
+    t = clock()
+    tok = int(np.argmax(adapter.prefill(prefix)))
+    res = {"prefill_tps": len(prefix) / (clock() - t)}
+    greedy = [tok]
+    t = clock()
+    for _ in range(job["decode"]):
+        tok = int(np.argmax(adapter.step(tok)))
+        greedy.append(tok)
+    res["decode_tps"] = job["decode"] / (clock() - t)
+    res["greedy"] = greedy
+    adapter.reset()
+    adapter.prefill(prefix)
+    snap = adapter.snapshot()
+    costs: dict[int, list[float]] = {T: [] for T in TS}
+    for r in range(job["rounds"] + 1):  # T values interleaved, round 0 is a warm-up
+        for T in TS:
+            adapter.restore(snap)
+            t = clock()
+            adapter.window(job["window"][:T])
+            dt = clock() - t
+            adapter.accept(T)
+            if r:
+                costs[T].append(dt)
+    res["cost_ms"] = {str(T): statistics.median(costs[T]) * 1e3 for T in TS}
+    if job.get("check_out"):
+        adapter.reset()
+        logits = adapter.window(job["check"])
+        adapter.accept(len(job["check"]))
+        np.save(job["check_out"], np.ascontiguousarray(logits, dtype=np.float32), allow_pickle=False)
+    return res
 
 
 def worker(engine: str, job_path: str, out_path: str) -> None:
@@ -35,9 +83,8 @@ def worker(engine: str, job_path: str, out_path: str) -> None:
     cls = vs_anchors.ADAPTERS[engine]
     # strata.load takes the .gguf itself; llama.cpp gets it as its GGUF
     adapter = cls(job["gguf"], job["threads"], job["gguf"], job["llama_kv"])
-    res = vs_anchors.measure(adapter, job)
     with open(out_path, "w") as f:
-        json.dump(res, f)
+        json.dump(measure(adapter, job), f)
 
 
 def run_worker(python: str, engine: str, job: dict, tmp: str, tag: str) -> dict:
@@ -65,7 +112,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--prefix", type=int, default=256)
     ap.add_argument("--decode", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--md-out")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
@@ -90,7 +137,7 @@ def main() -> None:
             rng = np.random.default_rng(args.seed)
             job = {"gguf": path, "threads": args.threads, "llama_kv": "f32", "decode": args.decode, "repeats": 1,
                    "rounds": args.rounds, "prefix": rng.integers(0, vocab, args.prefix).tolist(),
-                   "window": rng.integers(0, vocab, max(vs_anchors.TS)).tolist(),
+                   "window": rng.integers(0, vocab, max(TS)).tolist(),
                    "check": rng.integers(0, vocab, 64).tolist()}
             res: dict[str, list[dict]] = {"strata": [], "llama.cpp": []}
             for run in range(args.runs):

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cpu/quant/dot_int8.h"
 #include "cpu/quant/formats.h"
 
 namespace py = pybind11;
@@ -48,6 +49,17 @@ void register_quant(py::module_& m) {
        "engine matmuls over block formats: 'int8' activations (default, fast) or 'f32' (exact: bit-identical "
        "to the dequantized model stored as F32)");
     m.def("quant_activations", [] { return std::string(exact_activations() ? "f32" : "int8"); });
+    m.def("quant_activation_block", [](const std::string& fmt) {
+        QType t;
+        try {
+            t = parse_type(fmt);
+        } catch (const std::invalid_argument& e) {
+            throw py::value_error(e.what());
+        }
+        return (uses_int8_activations(t) && !exact_activations()) ? activation_block(t) : 0;
+    }, py::arg("fmt"),
+       "how the engine's matmul over this format sees its input rows: int8 per block of this many values "
+       "(0: as f32)");
     m.def("quant_formats", [] {
         py::dict out;
         for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 from gguf import GGMLQuantizationType as GT
@@ -82,8 +83,11 @@ def _reorder_v_tiled(x: np.ndarray, axis: int, nk: int, r: int, width: int) -> n
     return np.moveaxis(y, 0, axis)
 
 
-def converted_tensors(cfg: dict, hf: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """GGUF name -> f32 array, transformed as llama.cpp's converter does for the architecture."""
+def converted_tensors(cfg: dict, hf: dict[str, np.ndarray], *, fused_qkvz: bool = False,
+                      split_experts: bool = False) -> dict[str, np.ndarray]:
+    """GGUF name -> f32 array, transformed as llama.cpp's converter does for the architecture.
+    fused_qkvz: qwen3next's in_proj_qkvz kept whole as ssm_in (older converters); split_experts:
+    one tensor per expert, blk.N.ffn_gate.E.weight (older files)."""
     mt = cfg["model_type"]
     arch = ARCH_NAMES[mt]
     L = cfg["num_hidden_layers"]
@@ -115,7 +119,13 @@ def converted_tensors(cfg: dict, hf: dict[str, np.ndarray]) -> dict[str, np.ndar
             out[b + "attn_k_norm.weight"] = norm(hf[a + "k_norm.weight"])
         else:
             a = p + "linear_attn."
-            if a + "in_proj_qkvz.weight" in hf:  # qwen3next: split the per-key-head groups by kind
+            if a + "in_proj_qkvz.weight" in hf and fused_qkvz:
+                out[b + "ssm_in.weight"] = hf[a + "in_proj_qkvz.weight"]
+                out[b + "ssm_ba.weight"] = hf[a + "in_proj_ba.weight"]
+                conv = hf[a + "conv1d.weight"][:, 0, :]
+                alog, dt = hf[a + "A_log"], hf[a + "dt_bias"]
+                outp = hf[a + "out_proj.weight"]
+            elif a + "in_proj_qkvz.weight" in hf:  # qwen3next: split the per-key-head groups by kind
                 w = hf[a + "in_proj_qkvz.weight"]
                 g = w.reshape(nk, 2 * dk + 2 * r * dv, -1)
                 q, k = g[:, :dk], g[:, dk:2 * dk]
@@ -158,11 +168,20 @@ def converted_tensors(cfg: dict, hf: dict[str, np.ndarray]) -> dict[str, np.ndar
                 I = gu.shape[1] // 2
                 out[b + "ffn_gate_exps.weight"], out[b + "ffn_up_exps.weight"] = gu[:, :I], gu[:, I:]
                 out[b + "ffn_down_exps.weight"] = hf[m + "experts.down_proj"]
+                if split_experts:
+                    for kind in ("gate", "up", "down"):
+                        stacked = out.pop(f"{b}ffn_{kind}_exps.weight")
+                        for e in range(stacked.shape[0]):
+                            out[f"{b}ffn_{kind}.{e}.weight"] = stacked[e]
             else:
                 E = cfg.get("num_experts", cfg.get("num_local_experts"))
                 for kind in ("gate", "up", "down"):
-                    out[f"{b}ffn_{kind}_exps.weight"] = np.stack(
-                        [hf[f"{m}experts.{e}.{kind}_proj.weight"] for e in range(E)])
+                    if split_experts:
+                        for e in range(E):
+                            out[f"{b}ffn_{kind}.{e}.weight"] = hf[f"{m}experts.{e}.{kind}_proj.weight"]
+                    else:
+                        out[f"{b}ffn_{kind}_exps.weight"] = np.stack(
+                            [hf[f"{m}experts.{e}.{kind}_proj.weight"] for e in range(E)])
             if m + "shared_expert.gate_proj.weight" in hf:
                 out[b + "ffn_gate_shexp.weight"] = hf[m + "shared_expert.gate_proj.weight"]
                 out[b + "ffn_up_shexp.weight"] = hf[m + "shared_expert.up_proj.weight"]
@@ -199,14 +218,14 @@ def add_tokenizer(w: GGUFWriter, tokenizer_json: str, chat_template: str | None 
 
 def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json: str | None = None,
                chat_template: str | None = None, split_max_tensors: int = 0, expert_qtype: str | None = None,
-               dequantized: bool = False) -> str:
+               dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False) -> str:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
     of its blocks, in F32: the reference a quantized file must match."""
     cfg, hf = load_hf(hf_folder)
     arch = ARCH_NAMES[cfg["model_type"]]
-    tensors = converted_tensors(cfg, hf)
+    tensors = converted_tensors(cfg, hf, fused_qkvz=fused_qkvz, split_experts=split_experts)
     w = GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     L = cfg["num_hidden_layers"]
     w.add_block_count(L)
@@ -240,7 +259,7 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
     if tokenizer_json:
         add_tokenizer(w, tokenizer_json, chat_template)
     for name, x in tensors.items():
-        q = (expert_qtype or qtype) if "_exps." in name else qtype
+        q = (expert_qtype or qtype) if ("_exps." in name or re.match(r"blk\.\d+\.ffn_(gate|up|down)\.\d+\.", name)) else qtype
         if x.ndim == 3:  # stacked experts: every [rows, cols] slab in the same format
             parts = [encode(x[e], q) for e in range(x.shape[0])]
             data, t = np.stack([p[0] for p in parts]), parts[0][1]

@@ -69,8 +69,21 @@ def test_f32_gguf_matches_transformers_and_hf_folder(tmp_path, arch):
     np.testing.assert_allclose(got, logits(folder, IDS), atol=5e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("arch, layout", [("qwen3_next", "fused_qkvz"), ("qwen3_moe", "split_experts"),
+                                          ("qwen3_next", "split_experts")])
+def test_older_gguf_layouts(tmp_path, arch, layout):
+    """Older converters: qwen3next's in_proj_qkvz kept whole (ssm_in), one tensor per expert."""
+    extra = {"norm_topk_prob": True} if arch == "qwen3_moe" else {}
+    folder, model = make_hf_model(str(tmp_path / "hf"), arch, seed=5, **extra)
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), **{layout: True})
+    names = {t["name"] for t in _tensor_types(path)}
+    assert ("blk.0.ssm_in.weight" in names) if layout == "fused_qkvz" else ("blk.0.ffn_up.3.weight" in names)
+    np.testing.assert_allclose(logits(path, IDS), logits(folder, IDS), atol=5e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("qtype, expert_qtype", [("Q8_0", None), ("Q4_K", None), ("Q8_0", "Q4_K")])
+@pytest.mark.parametrize("qtype, expert_qtype", [("Q8_0", None), ("Q4_K", None), ("Q8_0", "Q4_K"), ("F16", None),
+                                                 ("BF16", "Q4_K")])
 def test_quantized_gguf_equals_its_dequantized_f32_model(tmp_path, exact_activations, arch, qtype, expert_qtype):
     folder, _ = wide_model(tmp_path / "hf", arch, seed=4)
     q = write_gguf(folder, str(tmp_path / "q.gguf"), qtype=qtype, expert_qtype=expert_qtype)

@@ -139,13 +139,11 @@ struct ScalarKernels {
     static void q6_k(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         for (int t = 0; t < T; ++t) {
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            float soff = 0.f;
             for (int s = 0; s < nb; ++s) {
                 const uint8_t* blk = row + size_t(s) * 210;
                 const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
                 const int8_t* x = xa[t].q + size_t(s) * kQK;
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                int off = 0;
                 for (int half = 0; half < 2; ++half)
                     for (int qd = 0; qd < 4; ++qd) {
                         const uint8_t* lo = blk + 64 * half + 32 * (qd & 1);
@@ -153,15 +151,12 @@ struct ScalarKernels {
                         const int base = 128 * half + 32 * qd;
                         int w[32];
                         for (int i = 0; i < 32; ++i)
-                            w[i] = ((lo[i] >> (4 * (qd >> 1))) & 0x0f) | (((hi[i] >> (2 * qd)) & 3) << 4);
+                            w[i] = (((lo[i] >> (4 * (qd >> 1))) & 0x0f) | (((hi[i] >> (2 * qd)) & 3) << 4)) - 32;
                         lane_dot32(w, x + base, sc[base / 16], sc[base / 16 + 1], isum);
                     }
-                for (int k = 0; k < 16; ++k) off += int(sc[k]) * xa[t].bsum16[size_t(s) * 16 + k];
-                const float dd = half_to_float(load_u16(blk + 208)) * xa[t].d[s];
-                lanes_fma(acc, isum, dd);
-                soff = soff + dd * float(32 * off);
+                lanes_fma(acc, isum, half_to_float(load_u16(blk + 208)) * xa[t].d[s]);
             }
-            y[t] = lanes_sum(acc) - soff;
+            y[t] = lanes_sum(acc);
         }
     }
     static void iq4_xs(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
@@ -262,8 +257,8 @@ struct Avx2Kernels {
         for (int s = 0; s < nb; ++s) {
             const uint8_t* blk = row + size_t(s) * kBytes;
             const uint8_t* qs = blk + (kFive ? 48 : 16);
-            int sc[8], mn[8];
-            for (int j = 0; j < 8; ++j) k_scale_min(blk + 4, j, &sc[j], &mn[j]);
+            uint8_t sc[8], mn[8];
+            k_scales_mins(blk + 4, sc, mn);
             __m256i w[8], scv[8];
             const __m256i qh = kFive ? load32(blk + 16) : _mm256_setzero_si256();
             for (int g = 0; g < 4; ++g) {
@@ -297,16 +292,12 @@ struct Avx2Kernels {
     }
     static void q6_k(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         __m256 acc[kMaxDotRows];
-        float soff[kMaxDotRows];
-        for (int t = 0; t < T; ++t) {
-            acc[t] = _mm256_setzero_ps();
-            soff[t] = 0.f;
-        }
-        const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03), off32 = _mm256_set1_epi8(32);
         for (int s = 0; s < nb; ++s) {
             const uint8_t* blk = row + size_t(s) * 210;
             const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-            __m256i w[8], scv[8];
+            __m256i w[8], uw[8], scv[8];
             for (int half = 0; half < 2; ++half) {
                 const __m256i l0 = load32(blk + 64 * half), l1 = load32(blk + 64 * half + 32);
                 const __m256i h = load32(blk + 128 + 32 * half);
@@ -315,7 +306,9 @@ struct Avx2Kernels {
                     const __m256i lo = (qd >> 1) ? _mm256_and_si256(_mm256_srli_epi16(l, 4), low4) : _mm256_and_si256(l, low4);
                     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 2 * qd), low2);
                     const int k = 4 * half + qd, base = 128 * half + 32 * qd;
-                    w[k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                    // signed q - 32: |q - 32| times x with q's sign, as for Q8_0 (no offset term)
+                    w[k] = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), off32);
+                    uw[k] = _mm256_sign_epi8(w[k], w[k]);
                     scv[k] = _mm256_setr_m128i(_mm_set1_epi16(sc[base / 16]), _mm_set1_epi16(sc[base / 16 + 1]));
                 }
             }
@@ -323,16 +316,12 @@ struct Avx2Kernels {
             for (int t = 0; t < T; ++t) {
                 const int8_t* x = xa[t].q + size_t(s) * kQK;
                 __m256i isum = _mm256_setzero_si256();
-                for (int k = 0; k < 8; ++k) isum = _mm256_add_epi32(isum, dot32(w[k], load32(x + 32 * k), scv[k]));
-                const int16_t* bs = xa[t].bsum16 + size_t(s) * 16;
-                int off = 0;
-                for (int k = 0; k < 16; ++k) off += int(sc[k]) * bs[k];
-                const float dd = d * xa[t].d[s];
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dd), acc[t]);
-                soff[t] = soff[t] + dd * float(32 * off);
+                for (int k = 0; k < 8; ++k)
+                    isum = _mm256_add_epi32(isum, dot32(uw[k], _mm256_sign_epi8(load32(x + 32 * k), w[k]), scv[k]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xa[t].d[s]), acc[t]);
             }
         }
-        for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]) - soff[t];
+        for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]);
     }
     static void iq4_xs(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         __m256 acc[kMaxDotRows];
