@@ -134,7 +134,7 @@ def main() -> None:
     for t in threads:
         e = strata.load(path, threads=t)
         engines[e.threads] = e
-    eng = next(iter(engines.values()))
+    eng = engines[max(engines)]  # prefill and windows with the most threads asked for
     V = eng.vocab_size
     rng = np.random.default_rng(1)
     prefix = rng.integers(0, V, PREFIX).tolist()
