@@ -161,7 +161,7 @@ def cmd_hf(args) -> None:
     res = greedy_decode(prefill, step, vocab, args)
     sync()
     res.pop("prompt")
-    emit({"what": f"transformers-{device}", "dtype": args.dtype, "attn": "eager", "load_s": load_s,
+    emit({"what": f"transformers-{device}-{args.dtype}", "dtype": args.dtype, "attn": "eager", "load_s": load_s,
           "torch": torch.__version__, "transformers": transformers.__version__,
           "gpu": torch.cuda.get_device_name() if device == "cuda" else None, **res}, args.out)
 
@@ -228,35 +228,41 @@ def cmd_table(args) -> None:
         us, ratio = r["us"], r["cost_ratio"]
         ts = " ".join(f"T{t}={float(us[t]):.1f}us({ratio[t]:.2f}x)" for t in us)
         out.append(f"wgsl matmul {r['format']} {r['shape'][0]}x{r['shape'][1]} ({r['weight_bytes'] / 2**20:.0f} MiB): "
-                   f"T1 {r['gb_per_s_t1']:.0f} GB/s | {ts}")
+                   f"T1 {r['gb_per_s_t1']:.4g} GB/s | {ts}")
     for r in by.get("ceiling", []):
         if "skipped" in r:
             out.append(f"torch ceiling: skipped ({r['skipped']})")
             continue
         extra = " ".join(f"{k.split('_', 3)[-1]}={v:.1f}" for k, v in r.items() if k.startswith("cublas") and k.endswith("_us"))
-        out.append(f"torch copy {r['copy_gb_s']:.0f} GB/s (read+write); cuBLAS f16 us: {extra}")
+        out.append(f"torch copy {r['copy_gb_s']:.4g} GB/s (read+write); cuBLAS f16 us: {extra}")
     dec = {}
-    for what in ("strata-webgpu", "strata-cpu", "transformers-cuda", "transformers-cpu"):
-        for r in by.get(what, []):
+    for what in sorted(by, key=lambda w: (not w.startswith("strata-webgpu"), not w.startswith("strata"), w)):
+        if not what.startswith(("strata-", "transformers-")):
+            continue
+        for r in by[what]:
             dec[what] = r
             extra = f" adapter={r['adapter']}" if "adapter" in r else ""
             extra += f" threads={r['threads']}" if "threads" in r else ""
-            out.append(f"decode {what:18s} {r['tok_s']:9.2f} tok/s ({r['decode_tokens']} tok in {r['decode_s']:.2f} s;"
+            out.append(f"decode {what:26s} {r['tok_s']:9.2f} tok/s ({r['decode_tokens']} tok in {r['decode_s']:.2f} s;"
                        f" prefill {r['prefill_s']:.3f} s, load {r['load_s']:.1f} s){extra}")
-    if "strata-webgpu" in dec and "strata-cpu" in dec:
-        a, b = dec["strata-webgpu"]["greedy"], dec["strata-cpu"]["greedy"]
+
+    def agreement(a: list, b: list) -> str:
         n = min(len(a), len(b))
-        same = a[:n] == b[:n]
-        first = next((i for i in range(n) if a[i] != b[i]), None)
-        out.append(f"greedy webgpu vs cpu: {'EQUAL' if same else 'DIFFER at token ' + str(first)} over {n} tokens")
-    hf = dec.get("transformers-cuda") or dec.get("transformers-cpu")
-    if hf and "strata-cpu" in dec:
-        a, b = hf["greedy"], dec["strata-cpu"]["greedy"]
-        n = min(len(a), len(b))
-        agree = next((i for i in range(n) if a[i] != b[i]), n)
-        out.append(f"greedy transformers({hf['dtype']}) vs strata cpu: first {agree} of {n} tokens agree")
-    if hf and "strata-webgpu" in dec:
-        out.append(f"webgpu / transformers decode speed: {dec['strata-webgpu']['tok_s'] / hf['tok_s']:.2f}x")
+        same = next((i for i in range(n) if a[i] != b[i]), n)
+        return f"EQUAL over {n} tokens" if same == n else f"first {same} of {n} tokens agree"
+
+    cpu, gpu = dec.get("strata-cpu"), dec.get("strata-webgpu")
+    if gpu and cpu:
+        out.append(f"greedy strata webgpu vs cpu: {agreement(gpu['greedy'], cpu['greedy'])}")
+    for what, r in dec.items():
+        if what.startswith("transformers-") and cpu:
+            out.append(f"greedy {what} vs strata cpu: {agreement(r['greedy'], cpu['greedy'])}")
+    hf = next((r for w, r in dec.items() if w.startswith("transformers-cuda-bfloat16")), None) or next(
+        (r for w, r in dec.items() if w.startswith("transformers-") and w.endswith("bfloat16")), None)
+    if hf and gpu:
+        out.append(f"decode speed strata webgpu / transformers {hf['what'][13:]}: {gpu['tok_s'] / hf['tok_s']:.3f}x")
+    if hf and cpu:
+        out.append(f"decode speed strata cpu / transformers {hf['what'][13:]}: {cpu['tok_s'] / hf['tok_s']:.3f}x")
     for r in by.get("make", []):
         out.append(f"model: {r['arch']} preset={r['preset']} {r['dtype']} {r['bytes'] / 1e6:.0f} MB")
     print("\n".join(out) if out else "(no results)")
