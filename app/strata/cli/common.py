@@ -18,7 +18,7 @@ from .. import diagnostics
 from ..settings import GenerationSettings
 from .options import StreamOptions
 
-ModelOpt = typer.Option(None, "--model", "-m", metavar="MODEL", help="Model folder or pack, or a bundled alias (default: strata-tiny).")
+ModelOpt = typer.Option(None, "--model", "-m", metavar="MODEL", help="Model folder, pack or .gguf file, or a bundled alias (default: strata-tiny).")
 JsonOpt = typer.Option(False, "--json", help="Print data as JSON on stdout.")
 DraftOpt = typer.Option(None, "--draft", metavar="none|suffix",
                         help="Drafting: suffix lookup (default) or none; output is the same.")

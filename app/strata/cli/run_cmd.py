@@ -48,7 +48,7 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
 @app.command("run", short_help="Generate once from a prompt (no session is saved).")
 def run_command(
     model: Optional[str] = typer.Option(None, "--model", "-m", metavar="MODEL",
-                                        help="Model folder or pack, or a bundled alias (default: strata-tiny)."),
+                                        help="Model folder, pack or .gguf file, or a bundled alias (default: strata-tiny)."),
     prompt: Optional[str] = typer.Option(None, "--prompt", "-p", metavar="PROMPT", help="The prompt."),
     prompt_file: Optional[Path] = typer.Option(None, "--prompt-file", "-f", metavar="FILE",
                                               help="Read the prompt from a file."),
