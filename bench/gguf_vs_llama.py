@@ -107,7 +107,8 @@ def spread(values):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gguf", nargs="*")
-    ap.add_argument("--llama-python", default="/work/llama-venv/bin/python")
+    ap.add_argument("--llama-python", required=True, metavar="VENV/bin/python",
+                    help="interpreter of a venv with llama-cpp-python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--prefix", type=int, default=256)

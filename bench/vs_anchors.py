@@ -1,8 +1,9 @@
 """strata side by side with llama.cpp (and optionally transformers) on the same checkpoint.
 
-The anchors in shared/anchors are random-weight qwen3_next / qwen3_moe checkpoints with an f32
-GGUF copy for llama.cpp. This script runs every engine on them with one procedure, one worker
-process at a time, with the same token ids:
+The anchors are random-weight qwen3_next / qwen3_moe checkpoints (the shape of
+strata.testing.devmodel's "bench" preset) with an f32 GGUF copy for llama.cpp (bench/README.md).
+This script runs every engine on them with one procedure, one worker process at a time, with the
+same token ids:
 
   * prefill: 256 random prompt tokens in one call, logits for the last token only; tok/s
   * decode: 128 greedy T=1 steps after that prefill, one call per token; tok/s. Then the same

@@ -34,7 +34,7 @@ struct DecodeResult {
     int64_t n_prefill = 0;        // input rows committed by the prefill (pending root + prompt)
 };
 
-// Picks the draft length of each window by the marginal rule of DESIGN.md: with conditional
+// Picks the draft length of each window by the marginal rule (docs/decoding.md): with conditional
 // acceptance a_i (estimated online per match-length bucket and draft position) and
 // q_i = prod_{j<=i} a_j, E[keep](D) = sum_{i=0..D} q_i; among the candidate prefixes take the one
 // with the best expected output per cost, which is where dE/dC stops beating E/C. Cost per T is

@@ -151,3 +151,17 @@ def test_info_reports_format_mix_and_bytes_per_token(tmp_path):
                        env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["formats"] == info["formats"]
+
+
+@pytest.mark.parametrize("content", [b"JUNK" * 8, b"GGUF" + b"\xff" * 40, b""])
+def test_info_on_a_damaged_gguf_names_the_gguf_problem(tmp_path, content):
+    # model_info detects the format as loading does (by name too), so a damaged .gguf file gets
+    # the GGUF reader's error, never "<file>/config.json: cannot read"
+    from strata.runtime import model_info
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(content)
+    with pytest.raises(ModelError) as exc:
+        model_info(str(path))
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg and "config.json" not in msg

@@ -155,3 +155,33 @@ def test_random_damage_never_crashes(tmp_path):
             assert "\n" not in str(e)
             outcomes["error"] += 1
     assert outcomes["error"] > 0
+
+
+def test_a_header_read_again_is_reused_only_while_its_bytes_are_unchanged(tmp_path, monkeypatch):
+    import strata.gguf.reader as reader
+
+    path = small_gguf(tmp_path / "m.gguf")
+    made = []
+    real_class = reader._reader_class
+
+    def counting_class():
+        cls = real_class()
+
+        def make(*args, **kwargs):
+            made.append(args[0])
+            return cls(*args, **kwargs)
+        return make
+
+    monkeypatch.setattr(reader, "_reader_class", counting_class)
+    first = open_gguf(path)
+    second = open_gguf(path)  # what loading does: the engine's tensors, then the tokenizer
+    assert len(made) == 1
+    assert second.metadata == first.metadata and second.tensors == first.tensors
+    assert second.metadata is not first.metadata
+    # the same size, one metadata byte changed: parsed again, and the new value is seen
+    data = bytearray(open(path, "rb").read())
+    at = data.index(b"tiny")
+    data[at:at + 4] = b"tinz"
+    open(path, "wb").write(bytes(data))
+    assert open_gguf(path).get("general.name") == "tinz"
+    assert len(made) == 2

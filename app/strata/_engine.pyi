@@ -53,6 +53,13 @@ class Engine(WindowModel):
     def load_state(self, blob: bytes) -> None: ...
     def last_telemetry(self) -> dict[str, Any]: ...
     def as_window_model(self) -> WindowModel: ...
+    # added to the class by engine_ext/register_stream.cpp (cache-aware routing, MoCE)
+    def set_routing(self, cache_aware: bool = False, protect: int = 0, bonus: float = 0.0,
+                    draft_protect: int = -1, draft_bonus: float = ..., hard_budget: bool = False,
+                    budget_anchors: int = -1, root_only_readahead: bool = False) -> None:
+        """Any active mode except root_only_readahead changes the model: windows are then marked approximate."""
+    def routing(self) -> dict[str, Any]:
+        """The routing options plus "approximate"."""
 
 # ---- decode (drafters, sampler, decode loop: engine_ext/register_decode.cpp) ---------------
 
@@ -155,10 +162,7 @@ class Decoder:
     def reset_controller(self) -> None: ...
 
 # ---- stream (expert pack reader, cache, IO, MoCE routing: engine_ext/register_stream.cpp) ------
-# Engine also gains, from register_stream.cpp:
-#   Engine.set_routing(cache_aware=False, protect=0, bonus=0.0, draft_protect=-1, draft_bonus=nan,
-#                      hard_budget=False, budget_anchors=-1, root_only_readahead=False) -> None
-#   Engine.routing() -> dict[str, Any]   (the options plus "approximate")
+# (Engine.set_routing / Engine.routing come from register_stream.cpp too: stubbed on Engine.)
 
 def crc32(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
     """CRC-32 with the zlib polynomial (same values as zlib.crc32)."""
@@ -240,6 +244,37 @@ class LengthController:
     @staticmethod
     def bucket(match_len: int) -> int: ...
     def reset(self) -> None: ...
+
+# ---- quant (GGUF block formats on the CPU kernels: engine_ext/register_quant.cpp) -----------
+
+def quant_set_activations(mode: str) -> None:
+    """Engine matmuls over block formats: "int8" activations (default) or "f32" (exact)."""
+def quant_activations() -> str: ...
+def quant_activation_block(fmt: str) -> int:
+    """Values per int8 activation block the engine's matmul over `fmt` uses (0: f32 input)."""
+def quant_formats() -> dict[str, tuple[int, int, int]]:
+    """name -> (ggml type id, weights per block, bytes per block)."""
+def quant_isas() -> list[str]:
+    """Instruction sets of the dot kernels in this build, narrowest first."""
+def quant_dequantize(fmt: str, data: bytes | bytearray | memoryview | np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """rows x cols float32 weights from a tensor's raw bytes in a GGUF block format."""
+def quant_dot(fmt: str, data: bytes | bytearray | memoryview | np.ndarray, rows: int, cols: int, x: np.ndarray,
+              isa: str = "auto") -> np.ndarray:
+    """Y[t, r] = dot(x[t], W[r]) with the multi-row kernel (T = 1..16)."""
+
+# ---- kernels (standalone CPU prefill kernels: engine_ext/register_kernels.cpp) --------------
+
+class _Kernels:
+    """strata._engine.kernels: the CPU prefill kernels on numpy arrays (tests and benchmarks)."""
+    isa: str
+    def gemm(self, X: np.ndarray, W: np.ndarray, bias: np.ndarray | None = None, n0: int = 0,
+             n1: int = -1) -> np.ndarray:
+        """Y = X @ W.T (+ bias) for output features [n0, n1); W float32 or bf16 bits (uint16)."""
+    def attention_causal(self, Q: np.ndarray, K: np.ndarray, V: np.ndarray, pos0: int, n_heads: int,
+                         n_kv_heads: int, scale: float) -> np.ndarray: ...
+    def gemm_feature_block(self) -> int: ...
+
+kernels: _Kernels
 
 # ---- ops (single backend ops on numpy arrays: engine_ext/register_ops.cpp) -----------------
 

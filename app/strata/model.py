@@ -10,13 +10,13 @@ import hashlib
 import json
 import os
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from . import config as _config
 from .errors import ModelError
 from .safetensors_io import ENGINE_DTYPES, TensorInfo, checkpoint_tensors
 
-__all__ = ["load_checkpoint", "build_engine", "canonical_name", "model_id_of", "tensor_table"]
+__all__ = ["load_checkpoint", "build_engine", "canonical_name", "model_id_of", "new_engine", "tensor_table"]
 
 _PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 _SKIP = re.compile(r"^(model\.)?(visual|vision_tower|mtp|vision_model)\.|^mtp\.")
@@ -90,15 +90,17 @@ def tensor_table(spec: dict, infos: Iterable[TensorInfo], *, experts: bool = Tru
     return table
 
 
-def model_id_of(spec: dict, table: dict[str, TensorInfo]) -> str:
-    """Stable identity of a model: its spec and the names/shapes/dtypes of its dense tensors."""
+def model_id_of(spec: dict, table: Mapping[str, Any], fmt: str = "dtype") -> str:
+    """Stable identity of a model: its spec and the names/formats/shapes of its dense tensors.
+    `fmt` is the attribute of a table entry that names its format (`dtype` for TensorInfo,
+    `type` for a GGUF tensor), so every input format hashes the same way."""
     h = hashlib.sha256()
     h.update(json.dumps({k: spec[k] for k in sorted(spec)}, sort_keys=True).encode())
     for name in sorted(table):
         if ".mlp.experts." in name:
             continue
         t = table[name]
-        h.update(f"{name}|{t.dtype}|{','.join(map(str, t.shape))};".encode())
+        h.update(f"{name}|{getattr(t, fmt)}|{','.join(map(str, t.shape))};".encode())
     return h.hexdigest()[:16]
 
 
@@ -117,24 +119,31 @@ def build_engine(spec: dict, tensors: Sequence, expert_store=None, *, threads: i
     be canonical or Hugging Face names. With ``expert_store`` (an ``_engine.ExpertStore``), expert
     tensors are not needed; without it every expert must be in the table.
     """
-    if fold not in ("eager", "lazy"):
-        raise ValueError(f"fold must be 'eager' or 'lazy', not {fold!r}")
     infos = [t if isinstance(t, TensorInfo) else TensorInfo(str(t[0]), str(t[1]), int(t[2]), str(t[3]),
                                                              tuple(int(d) for d in t[4])) for t in tensors]
     table = tensor_table(spec, infos, experts=expert_store is None)
-    mid = model_id or model_id_of(spec, table)
     rows = [(name, t.path, t.offset, t.dtype, list(t.shape)) for name, t in table.items()]
     cfg = dict(spec)
     if config is not None:
         cfg["hf_config"] = config
+    return new_engine(spec, rows, expert_store, threads=threads, fold=fold, ctx=ctx,
+                      model_id=model_id or model_id_of(spec, table), config=cfg, backend=backend)
+
+
+def new_engine(spec: dict, rows: list, expert_store=None, *, threads: int | None, fold: str,
+               ctx: int | None, model_id: str, config: dict, backend: str):
+    """The `_engine.Engine` over checked tensor rows (name, path, offset, format, shape): the
+    options every input format shares (threads, fold, ctx, backend) are settled here, once;
+    `config` is what the front ends read back as `engine.config`."""
+    if fold not in ("eager", "lazy"):
+        raise ValueError(f"fold must be 'eager' or 'lazy', not {fold!r}")
     if backend == "auto":  # webgpu on a real GPU adapter, else cpu; other names: the engine checks
-        from .webgpu import resolve_backend
+        from .loader import resolve_backend
 
         backend = resolve_backend(backend)
-    eng_mod = _engine_module()
-    return eng_mod.Engine(
+    return _engine_module().Engine(
         spec, rows, expert_store, threads=int(threads or _default_threads()), fold=fold,
-        ctx=int(ctx or 0), model_id=mid, config_json=json.dumps(cfg), backend=backend,
+        ctx=int(ctx or 0), model_id=model_id, config_json=json.dumps(config), backend=backend,
     )
 
 

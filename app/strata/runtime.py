@@ -118,16 +118,17 @@ def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
-    """Metadata of a Hugging Face checkpoint folder or a strata pack, without loading weights."""
+    """Metadata of a Hugging Face checkpoint folder, a strata pack or a GGUF file, without loading weights."""
     from .config import read_config_json
     from .pack.format import read_pack
     from .safetensors_io import checkpoint_tensors, read_header
     from . import gguf as _gguf
 
     path = resolve_model(model)
-    if _gguf.is_gguf(path):
+    fmt = loader.detect(path)  # the same detection as loading: a damaged .gguf is still a GGUF
+    if fmt.name == "gguf":
         return _gguf.gguf_info(path)
-    is_pack = loader.detect(path).streams_experts
+    is_pack = fmt.streams_experts
     cfg = _text_config(read_config_json(path))
     files = [f for f in path.iterdir() if f.is_file()]
     info: dict[str, Any] = {

@@ -122,8 +122,6 @@ public:
 private:
     friend class Recorder;
     void wait_idle();
-    void map_and_copy(WGPUBuffer staging, uint64_t bytes, const std::vector<std::pair<uint64_t, void*>>& parts,
-                      const std::vector<uint64_t>& sizes);
     void throw_pending_error(const std::string& context);
 
     const WgpuApi& api_;

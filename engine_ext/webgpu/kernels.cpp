@@ -30,10 +30,6 @@ WeightFormat parse_weight_format(const std::string& name) {
     throw std::invalid_argument("webgpu: unsupported weight format '" + name + "' (f32, f16, bf16)");
 }
 
-const char* weight_format_name(WeightFormat f) {
-    return f == WeightFormat::F32 ? "f32" : f == WeightFormat::F16 ? "f16" : "bf16";
-}
-
 GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, uint32_t rows, uint32_t cols,
                         uint64_t row_bytes) {
     uint64_t packed = uint64_t(cols) * element_bytes(format);

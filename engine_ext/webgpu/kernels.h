@@ -12,7 +12,6 @@ namespace strata::webgpu {
 
 enum class WeightFormat { F32, F16, BF16 };
 WeightFormat parse_weight_format(const std::string& name);  // "f32" | "f16" | "bf16"
-const char* weight_format_name(WeightFormat f);
 
 // A row-major weight matrix on the device, split by rows into chunks no larger than the
 // device's chunk size (binding limit, at most 1 GiB).

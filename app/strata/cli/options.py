@@ -24,6 +24,7 @@ from ..errors import UsageError
 APPROXIMATE_NOTE = "cache-aware routing is on: output is approximate, not identical to the reference model"
 
 from ..pack.options import EVICTIONS, IO_MODES  # noqa: E402 (light: no numpy, no engine)
+from ..webgpu import BACKENDS  # noqa: E402 (light: finds files, loads nothing)
 
 ExpertCacheOpt = typer.Option(
     None, "--expert-cache", metavar="SIZE",
@@ -39,7 +40,6 @@ EvictionOpt = typer.Option(
 ReadaheadOpt = typer.Option(
     None, "--readahead/--no-readahead",
     help="Packs: prefetch the next layer's predicted experts at low priority (default off).")
-BACKENDS = ("cpu", "webgpu", "auto")  # strata.webgpu.BACKENDS (kept here so --help stays light)
 BackendOpt = typer.Option(
     None, "--backend", metavar="cpu|webgpu|auto",
     help="Compute backend: cpu (default), webgpu (WGSL kernels through wgpu-native; a software "

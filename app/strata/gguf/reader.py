@@ -7,6 +7,7 @@ the file states, since GGUFReader maps the file and takes views.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -117,6 +118,27 @@ def _value(fld) -> Any:  # noqa: ANN001 - a gguf ReaderField
     return fld.contents() if fld.types else None
 
 
+# gguf-py parses a header one field item at a time: for a real vocabulary (~150k tokens and as
+# many merges) that takes seconds, and loading a model reads the file twice (the engine's tensor
+# table, then the tokenizer). So the headers read last are kept (path -> size, header length,
+# SHA-256 of the header, metadata, tensor infos) and reused only for the same path and size while
+# every byte of the header (metadata and tensor infos, up to the tensor data) is unchanged.
+_headers: dict[str, tuple[int, int, bytes, dict[str, Any], list[GGUFTensor]]] = {}
+_MAX_HEADERS = 16  # the parts of a split set
+
+
+def _digest(path: str, end: int) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while end > 0:
+            chunk = f.read(min(end, 1 << 20))
+            if not chunk:
+                break
+            h.update(chunk)
+            end -= len(chunk)
+    return h.digest()
+
+
 def read_file(path: str) -> tuple[dict[str, Any], list[GGUFTensor]]:
     """Metadata and tensor infos of one .gguf file."""
     try:
@@ -129,6 +151,12 @@ def read_file(path: str) -> tuple[dict[str, Any], list[GGUFTensor]]:
         raise ModelError(f"{path}: not a GGUF file (bad magic {magic!r})")
     if size < 24:
         raise ModelError(f"{path}: truncated GGUF header ({size} bytes)")
+    known = _headers.get(path)
+    try:
+        if known is not None and known[0] == size and _digest(path, known[1]) == known[2]:
+            return dict(known[3]), list(known[4])
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read ({e.strerror})") from None
     try:
         reader = _reader_class()(path, "r")
         meta: dict[str, Any] = {}
@@ -152,7 +180,11 @@ def read_file(path: str) -> tuple[dict[str, Any], list[GGUFTensor]]:
             raise ModelError(f"{path}: corrupt or truncated GGUF header (a count or length runs past the end "
                              f"of the file)") from None
         raise ModelError(f"{path}: malformed GGUF file ({first})") from None
-    return meta, tensors
+    header_end = int(reader.data_offset)  # the bytes just parsed: hashed from the same mapping
+    if len(_headers) >= _MAX_HEADERS:
+        _headers.clear()
+    _headers[path] = (size, header_end, hashlib.sha256(reader.data[:header_end]).digest(), meta, tensors)
+    return dict(meta), list(tensors)
 
 
 def split_files(path: str) -> list[str]:

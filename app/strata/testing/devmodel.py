@@ -28,7 +28,7 @@ PRESETS: dict[str, dict] = {
                  head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                  shared_expert_intermediate_size=64, intermediate_size=128, linear_num_key_heads=2,
                  linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16),
-    # ~145M parameters, the shape of the llama.cpp anchor models (shared/anchors)
+    # ~145M parameters, the shape of the anchor models the llama.cpp comparisons ran on (bench/README.md)
     "bench": dict(vocab_size=32000, hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
                   num_key_value_heads=2, head_dim=64, num_experts=64, num_experts_per_tok=4,
                   moe_intermediate_size=128, shared_expert_intermediate_size=256, intermediate_size=1024,

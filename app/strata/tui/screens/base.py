@@ -16,14 +16,23 @@ from textual.screen import Screen
 from rich.text import Text
 from textual.widgets import Input, Static
 
+from ...errors import StrataError
 from ...protocol import WindowEvent, WindowStats
-from ..messages import GenerationFinished, TelemetryUpdate
+from ..messages import GenerationFinished, StatusNote, TelemetryUpdate
 from ..widgets.heatmap import ExpertHeatmap
 from ..widgets.panels import AcceptancePanel, ColdMissPanel
+from ..widgets.transcript import Transcript
 
 EventSource = Callable[[Callable[[], bool]], Iterator[WindowEvent]]
 _run_ids = itertools.count(1)
 TEXT_BATCH_S = 0.03
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for the status bar: a StrataError says what is wrong; anything else is named."""
+    if isinstance(exc, StrataError):
+        return str(exc)
+    return f"{exc.__class__.__name__}: {exc}"
 
 
 class PanelsColumn(VerticalScroll):
@@ -63,6 +72,24 @@ class EngineScreen(Screen):
         status = self.query_one("#status", Static)
         status.update(Text(text))  # plain text: paths and errors may contain "[...]"
         status.set_class(error, "-error")
+
+    def report_error(self, error: BaseException) -> None:
+        """A failed operation: its one line in the status bar and in the app's notes."""
+        text = describe_error(error)
+        self._status(f"error: {text}", error=True)
+        self.post_message(StatusNote(text, error=True))
+
+    def transcript_run_ended(self, message: GenerationFinished) -> bool:
+        """The start of `on_generation_finished` for a screen that streams into a Transcript:
+        False for a message of an older run, or (after flushing the transcript and reporting
+        the error) for a run that failed; True when the current run ended without an error."""
+        if message.run_id != self.run_id:
+            return False
+        self.query_one(Transcript).flush()
+        if message.error is not None:
+            self.report_error(message.error)
+            return False
+        return True
 
     def focus_input(self) -> None:
         """Give the focus back to where the user types (after the panels were zoomed)."""

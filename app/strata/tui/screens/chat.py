@@ -11,19 +11,12 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Input, Static
 
 from ...chat import ChatSession
-from ...errors import StrataError
 from ...generate import summarize
 from ..keymap import CHAT_KEYS, bindings
 from ..messages import GenerationFinished, SettingsChanged, StatusNote
 from ..widgets.settings_strip import SettingsStrip
 from ..widgets.transcript import MessageBlock, Transcript
-from .base import EngineScreen, PanelsColumn
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, StrataError):
-        return str(exc)
-    return f"{exc.__class__.__name__}: {exc}"
+from .base import EngineScreen, PanelsColumn, describe_error
 
 
 class ChatReady(Message):
@@ -131,8 +124,7 @@ class ChatScreen(EngineScreen):
     # -- UI thread ------------------------------------------------------------------------
     def on_chat_ready(self, message: ChatReady) -> None:
         if message.chat is None:
-            self._status(f"error: {describe_error(message.error)}", error=True)  # type: ignore[arg-type]
-            self.post_message(StatusNote(describe_error(message.error), error=True))  # type: ignore[arg-type]
+            self.report_error(message.error)  # type: ignore[arg-type]
             return
         self.chat = message.chat
         self.app.session_id = message.chat.session_id  # type: ignore[attr-defined]
@@ -225,13 +217,7 @@ class ChatScreen(EngineScreen):
             self.post_message(StatusNote(message.note, error=message.error))
 
     def on_generation_finished(self, message: GenerationFinished) -> None:
-        if message.run_id != self.run_id:
-            return
-        self.query_one(Transcript).flush()
-        if message.error is not None:
-            text = describe_error(message.error)
-            self._status(f"error: {text}", error=True)
-            self.post_message(StatusNote(text, error=True))
+        if not self.transcript_run_ended(message):
             return
         chat = self.chat
         assert chat is not None

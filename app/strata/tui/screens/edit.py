@@ -21,8 +21,7 @@ from ..keymap import REVIEW_KEYS, bindings
 from ..messages import GenerationFinished, SettingsChanged, StatusNote
 from ..widgets.diff_view import DiffView
 from ..widgets.settings_strip import SettingsStrip
-from .base import EngineScreen, PanelsColumn
-from .chat import describe_error
+from .base import EngineScreen, PanelsColumn, describe_error
 
 # the edit screen's phases; review keys are live only in some (see check_action)
 PHASES = ("opening", "asking", "streaming", "review", "idle", "failed")

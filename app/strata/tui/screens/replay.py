@@ -14,10 +14,9 @@ from ...protocol import WindowEvent
 from ...replay import Replay, recorded_events
 from ...session_format import Recording
 from ..keymap import REPLAY_KEYS, bindings
-from ..messages import GenerationFinished, StatusNote
+from ..messages import GenerationFinished
 from ..widgets.transcript import MessageBlock, Transcript
-from .base import EngineScreen, PanelsColumn
-from .chat import describe_error
+from .base import EngineScreen, PanelsColumn, describe_error
 
 
 class ReplayScreen(EngineScreen):
@@ -105,13 +104,7 @@ class ReplayScreen(EngineScreen):
                                      f"\u00b7 drafts kept {r.acceptance:.0%}")
 
     def on_generation_finished(self, message: GenerationFinished) -> None:
-        if message.run_id != self.run_id:
-            return
-        self.query_one(Transcript).flush()
-        if message.error is not None:
-            text = describe_error(message.error)
-            self._status(f"error: {text}", error=True)
-            self.post_message(StatusNote(text, error=True))
+        if not self.transcript_run_ended(message):
             return
         replay = self.app.replay  # type: ignore[attr-defined]
         if isinstance(replay, Replay):
