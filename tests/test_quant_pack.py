@@ -85,7 +85,7 @@ def test_gguf_pack_logits_equal_the_gguf_at_every_cache_size(gguf_and_pack):
     ref = {d: _decode(strata.load(src, threads=2), seq, d) for d in (False, True)}
     info = read_pack(pack)
     k = strata.load(src, threads=1).config["top_k"]
-    assert k * 4 < info.ex["num_experts"]  # the smallest cache below holds a fraction of one layer
+    assert k < info.ex["num_experts"]  # the smallest cache below holds a fraction of one layer
     for cache in (None, "50%", k * info.ex["stride"]):
         for drafts in (False, True):
             eng = strata.load(pack, threads=2, expert_cache=cache)
