@@ -4,7 +4,8 @@ llama-quantize's Q8_0 / Q6_K / Q4_K_M of it). Skipped unless the anchor folder i
 
 - `strata convert model-q4_k_m.gguf` keeps llama.cpp's per-layer mix (Q4_K gate/up with Q8_0 or
   Q5_0 down) and its logits equal the .gguf file's bit for bit down to one layer's top-k cache;
-- strata's Q8_0 quantizer writes exactly llama.cpp's blocks for every Q8_0 tensor of the Q8_0 file.
+- strata's Q8_0 / Q6_K / Q4_K quantizers write exactly llama.cpp's blocks for every tensor of that
+  type in the Q8_0 / Q6_K / Q4_K_M files (llama-quantize without an importance matrix).
 """
 from __future__ import annotations
 
@@ -61,18 +62,19 @@ def test_llama_cpp_file_as_a_pack_is_bit_identical(tmp_path, model, kind):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_q8_0_quantizer_equals_llama_cpp(model):
+@pytest.mark.parametrize("kind, qtype", [("q8_0", "Q8_0"), ("q6_k", "Q6_K"), ("q4_k_m", "Q4_K")])
+def test_quantizers_equal_llama_cpp(model, kind, qtype):
     from strata.gguf import open_gguf
-    from strata.pack.quantize import quantize_q8_0
+    from strata.pack.quantize import QUANTIZERS
 
-    f32, q8 = open_gguf(_file(model, "f32")), open_gguf(_file(model, "q8_0"))
+    f32, q8 = open_gguf(_file(model, "f32")), open_gguf(_file(model, kind))
     checked = 0
     for name, t in q8.tensors.items():
-        if t.type != "Q8_0":
+        if t.type != qtype:
             continue
         s = f32.tensors[name]
         x = np.memmap(s.path, dtype="<f4", mode="r", offset=s.offset, shape=(s.n_elements,))
         want = np.memmap(t.path, dtype=np.uint8, mode="r", offset=t.offset, shape=(t.nbytes,)).tobytes()
-        assert quantize_q8_0(np.asarray(x).reshape(-1, s.shape[-1])) == want, name
+        assert QUANTIZERS[qtype](np.asarray(x).reshape(-1, s.shape[-1])) == want, name
         checked += 1
     assert checked > 10
