@@ -176,8 +176,9 @@ void StreamingExpertStore::load(int slot, uint64_t gen) {
             s.state = err.empty() ? State::Ready : State::Failed;
             s.error = std::move(err);
             if (s.state == State::Ready) {
-                c_.bytes_read += pack_.geo().stride;
-                if (s.prefetched) c_.prefetched_bytes += pack_.geo().stride;
+                const int64_t got = pack_.geo().layer_read_bytes(key / E_);
+                c_.bytes_read += got;
+                if (s.prefetched) c_.prefetched_bytes += got;
             }
         }
     }
@@ -278,13 +279,13 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
     lk.unlock();
 
     const auto& g = pack_.geo();
-    const int64_t mat_bytes = int64_t(g.inter) * format_row_bytes(g.format, g.hidden);
+    const int64_t gate_bytes = g.mat_bytes(ord, 0), up_bytes = g.mat_bytes(ord, 1);
     out.resize(experts.size());
     for (size_t k = 0; k < mine.size(); ++k) {
         const uint8_t* p = slots_[size_t(mine[k])]->buf;
-        out[k].gate = make_mat(p, g.format, g.inter, g.hidden);
-        out[k].up = make_mat(p + mat_bytes, g.format, g.inter, g.hidden);
-        out[k].down = make_mat(p + 2 * mat_bytes, g.format, g.hidden, g.inter);
+        out[k].gate = make_mat(p, g.mat_format(ord, 0), g.inter, g.hidden);
+        out[k].up = make_mat(p + gate_bytes, g.mat_format(ord, 1), g.inter, g.hidden);
+        out[k].down = make_mat(p + gate_bytes + up_bytes, g.mat_format(ord, 2), g.hidden, g.inter);
     }
 }
 
@@ -429,7 +430,7 @@ int64_t StreamingExpertStore::stress(int threads, int iterations, int max_union,
                 std::this_thread::yield();  // let other threads evict around our pins
                 for (size_t k = 0; k < ex.size(); ++k) {
                     const uint32_t want = g.crcs[size_t(ord) * E_ + ex[k]];
-                    if (crc32(views[k].gate.data, size_t(g.blob_bytes)) != want) bad++;
+                    if (crc32(views[k].gate.data, size_t(g.layer_blob_bytes(ord))) != want) bad++;
                 }
                 release_layer(layer);
             }

@@ -127,6 +127,11 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
 uint32_t crc32(const void* data, size_t n, uint32_t crc) { return crc32_portable(data, n, crc); }
 #endif
 
+int64_t PackGeometry::mat_bytes(int ord, int m) const {
+    const int rows = m == 2 ? hidden : inter, cols = m == 2 ? inter : hidden;
+    return int64_t(rows) * format_row_bytes(mat_format(ord, m), cols);
+}
+
 PackFile::PackFile(PackGeometry geo, IoMode mode) : geo_(std::move(geo)), mode_(mode) {
     const size_t n_blobs = geo_.layers.size() * size_t(geo_.num_experts);
     if (geo_.crcs.size() != n_blobs)
@@ -134,6 +139,22 @@ PackFile::PackFile(PackGeometry geo, IoMode mode) : geo_(std::move(geo)), mode_(
                          " entries, expected " + std::to_string(n_blobs));
     if (geo_.stride % 4096 || geo_.data_offset % 4096 || geo_.stride < geo_.blob_bytes)
         throw ModelError(geo_.path + ": blobs are not 4096-byte aligned");
+    if (!geo_.mat_formats.empty() && geo_.mat_formats.size() != geo_.layers.size())
+        throw ModelError(geo_.path + ": " + std::to_string(geo_.mat_formats.size()) + " per-layer format entries for " +
+                         std::to_string(geo_.layers.size()) + " expert layers");
+    for (size_t o = 0; o < geo_.layers.size(); ++o)
+        for (int m = 0; m < 3; ++m) {
+            const int cols = m == 2 ? geo_.inter : geo_.hidden;
+            if (cols % format_info(geo_.mat_format(int(o), m)).block_elems)
+                throw ModelError(geo_.path + ": layer " + std::to_string(geo_.layers[o]) + ": rows of " +
+                                 std::to_string(cols) + " weights are not whole " +
+                                 format_info(geo_.mat_format(int(o), m)).name + " blocks");
+        }
+    for (size_t o = 0; o < geo_.layers.size(); ++o)
+        if (geo_.layer_read_bytes(int(o)) > geo_.stride)
+            throw ModelError(geo_.path + ": layer " + std::to_string(geo_.layers[o]) + ": a blob of " +
+                             std::to_string(geo_.layer_blob_bytes(int(o))) + " bytes does not fit the stride of " +
+                             std::to_string(geo_.stride));
     fd_ = ::open(geo_.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0)
         throw ModelError(geo_.path + ": cannot open expert file: " + std::strerror(errno));
@@ -180,9 +201,10 @@ const char* PackFile::mode_name() const {
 std::string PackFile::read_blob(int ord, int expert, void* dst) {
     const int64_t off = geo_.data_offset + (int64_t(ord) * geo_.num_experts + expert) * geo_.stride;
     int fd = direct_fd_ >= 0 ? direct_fd_ : fd_;
+    const int64_t len = geo_.layer_read_bytes(ord);  // a quantized layer reads only its own bytes
     int64_t done = 0;
-    while (done < geo_.stride) {
-        ssize_t r = ::pread(fd, static_cast<char*>(dst) + done, size_t(geo_.stride - done), off + done);
+    while (done < len) {
+        ssize_t r = ::pread(fd, static_cast<char*>(dst) + done, size_t(len - done), off + done);
         if (r < 0) {
             if (errno == EINTR) continue;
             if (errno == EINVAL && fd == direct_fd_) {  // O_DIRECT refused at read time: fall back
@@ -199,22 +221,28 @@ std::string PackFile::read_blob(int ord, int expert, void* dst) {
     }
 #ifdef POSIX_FADV_DONTNEED
     // Uncached mode without O_DIRECT: the slot is the cache, so drop the page-cache copy.
-    if (mode_ == IoMode::Direct && fd == fd_) ::posix_fadvise(fd_, off, geo_.stride, POSIX_FADV_DONTNEED);
+    if (mode_ == IoMode::Direct && fd == fd_) ::posix_fadvise(fd_, off, len, POSIX_FADV_DONTNEED);
 #endif
     const uint32_t want = geo_.crcs[size_t(ord) * geo_.num_experts + expert];
-    const uint32_t got = crc32(dst, size_t(geo_.blob_bytes));
+    const uint32_t got = crc32(dst, size_t(geo_.layer_blob_bytes(ord)));
     if (got != want) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "checksum mismatch (crc32 %08x, expected %08x)", got, want);
         return std::string(buf) + ": the pack is corrupt (re-run strata convert)";
     }
     // the checksum only proves the blob is what convert wrote: refuse weights that were bad there
-    const FormatInfo& fi = format_info(geo_.format);
-    const int64_t n = fi.quantized ? 0 : geo_.blob_bytes / fi.block_bytes;
-    const int64_t at = first_non_finite(dst, n, geo_.format);
-    if (at >= 0)
-        return "weights hold NaN or Inf (value " + std::to_string(at) + " of the gate|up|down blob); "
-               "the source checkpoint is damaged";
+    const auto* bytes = static_cast<const uint8_t*>(dst);
+    int64_t base = 0;
+    for (int m = 0; m < 3; ++m) {
+        const WFormat f = geo_.mat_format(ord, m);
+        const FormatInfo& fi = format_info(f);
+        const int64_t mb = geo_.mat_bytes(ord, m);
+        const int64_t at = fi.quantized ? -1 : first_non_finite(bytes + base, mb / fi.block_bytes, f);
+        if (at >= 0)
+            return "weights hold NaN or Inf (value " + std::to_string(at) + " of the " +
+                   (m == 0 ? "gate" : m == 1 ? "up" : "down") + " matrix); the source checkpoint is damaged";
+        base += mb;
+    }
     return "";
 }
 

@@ -39,6 +39,12 @@ py::array copy_mat(const strata::MatView& m) {
         std::memcpy(a.mutable_data(), m.data, m.bytes());
         return std::move(a);
     }
+    if (strata::format_info(m.format).quantized) {  // the stored blocks, one row of bytes per matrix row
+        const int64_t row = strata::format_row_bytes(m.format, m.cols);
+        py::array_t<uint8_t> a({int64_t(m.rows), row});
+        std::memcpy(a.mutable_data(), m.data, size_t(m.rows) * size_t(row));
+        return std::move(a);
+    }
     if (m.format != strata::WFormat::F32) throw strata::ModelError(std::string("expert matrix in ") + strata::format_info(m.format).name + " cannot be copied out as an array");
     py::array_t<float> a({m.rows, m.cols});
     std::memcpy(a.mutable_data(), m.data, m.bytes());
@@ -192,7 +198,8 @@ void register_stream(py::module_& m) {
                          int num_experts, int hidden, int inter, const std::string& dtype,
                          std::vector<int> layers, py::array_t<uint32_t, py::array::c_style | py::array::forcecast> crcs,
                          int64_t cache_bytes, const std::string& io_mode, const std::string& eviction,
-                         int io_threads, bool readahead, double lfu_half_life, bool prefault) {
+                         int io_threads, bool readahead, double lfu_half_life, bool prefault,
+                         std::vector<std::vector<std::string>> formats) {
                  strata::PackGeometry g;
                  g.path = path;
                  g.data_offset = data_offset;
@@ -201,7 +208,15 @@ void register_stream(py::module_& m) {
                  g.num_experts = num_experts;
                  g.hidden = hidden;
                  g.inter = inter;
-                 g.format = parse_dtype(dtype);
+                 if (formats.empty()) g.format = parse_dtype(dtype);
+                 for (const auto& layer : formats) {
+                     if (layer.size() != 3) throw py::value_error("formats: one [gate, up, down] triple per layer");
+                     std::array<strata::WFormat, 3> f{};
+                     for (int m = 0; m < 3; ++m)
+                         if (!strata::format_from_name(layer[size_t(m)], f[size_t(m)]))
+                             throw strata::ModelError(path + ": expert format '" + layer[size_t(m)] + "' is not supported");
+                     g.mat_formats.push_back(f);
+                 }
                  g.layers = std::move(layers);
                  g.crcs.assign(crcs.data(), crcs.data() + crcs.size());
                  strata::StreamOptions o;
@@ -222,7 +237,8 @@ void register_stream(py::module_& m) {
              py::arg("num_experts"), py::arg("hidden"), py::arg("inter"), py::arg("dtype"),
              py::arg("layers"), py::arg("crcs"), py::arg("cache_bytes"), py::arg("io_mode") = "direct",
              py::arg("eviction") = "lru", py::arg("io_threads") = 4, py::arg("readahead") = false,
-             py::arg("lfu_half_life") = 32.0, py::arg("prefault") = false)
+             py::arg("lfu_half_life") = 32.0, py::arg("prefault") = false,
+             py::arg("formats") = std::vector<std::vector<std::string>>{})
         .def("acquire", [](StreamingExpertStore& s, int layer, std::vector<int> experts,
                            std::vector<int> root) {
             std::vector<strata::ExpertView> views;

@@ -96,6 +96,33 @@ def _direct_io_supported(path: str) -> bool | None:
     return True
 
 
+def _gguf_pack_info(path) -> dict[str, Any]:
+    """strata info of a pack converted from a GGUF file: the GGUF facts of its dense.gguf, the
+    expert formats and the bytes a token reads."""
+    from . import gguf as _gguf
+    from .pack.format import read_pack
+
+    pinfo = read_pack(str(path))
+    info = _gguf.gguf_info(pinfo.dense_path)
+    mix = pinfo.format_mix()
+    formats = dict(info.get("formats") or {})
+    for fmt, nbytes in mix.items():
+        formats[fmt] = formats.get(fmt, 0) + nbytes
+    ex = pinfo.ex
+    io = _pack_io_facts(pinfo, {"num_experts_per_tok": info.get("experts_per_token")})
+    info.update({
+        "path": str(path), "format": "strata-pack (from GGUF)",
+        "params": info["params"] + ex["num_layers"] * ex["num_experts"] * 3 * ex["hidden_size"] * ex["moe_intermediate_size"],
+        "bytes_per_token": info["bytes_per_token"] + io["expert_bytes_per_token"],
+        "size_on_disk": sum(f.stat().st_size for f in path.iterdir() if f.is_file()),
+        "formats": dict(sorted(formats.items(), key=lambda kv: -kv[1])),
+        "dtype": max(formats, key=formats.get) if formats else None,
+        "expert_formats": mix, "expert_bytes": pinfo.expert_bytes, "pack_id": pinfo.header.get("pack_id"),
+        "pack_io": io,
+    })
+    return info
+
+
 def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
     """What decides a pack's IO: blob size and alignment, bytes per layer, O_DIRECT support."""
     ex = pinfo.ex
@@ -113,6 +140,9 @@ def _pack_io_facts(pinfo, cfg: dict[str, Any]) -> dict[str, Any]:
         "blobs": int(ex["num_layers"]) * int(ex["num_experts"]),
         "layer_bytes": int(ex["num_experts"]) * int(ex["stride"]),
         "topk_bytes_per_layer": int(topk) * int(ex["stride"]),
+        # expert bytes one token reads when none of its experts is cached (stored bytes)
+        "expert_bytes_per_token": int(topk) * sum(pinfo.layer_blob_bytes(o) for o in range(int(ex["num_layers"]))),
+        "expert_formats": pinfo.format_mix(),
         "direct_io": _direct_io_supported(pinfo.experts_path),
     }
 
@@ -129,6 +159,8 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
     if fmt.name == "gguf":
         return _gguf.gguf_info(path)
     is_pack = fmt.streams_experts
+    if is_pack and (path / "dense.gguf").is_file():
+        return _gguf_pack_info(path)
     cfg = _text_config(read_config_json(path))
     files = [f for f in path.iterdir() if f.is_file()]
     info: dict[str, Any] = {
@@ -156,7 +188,9 @@ def model_info(model: str | os.PathLike | None) -> dict[str, Any]:
         ex = pinfo.ex
         expert_params = ex["num_layers"] * ex["num_experts"] * 3 * ex["hidden_size"] * ex["moe_intermediate_size"]
         params += expert_params
-        by_dtype[str(ex["dtype"]).upper()] += expert_params * (2 if ex["dtype"] == "bf16" else 4)
+        for fmt, nbytes in pinfo.format_mix().items():
+            by_dtype[fmt] += nbytes
+        info["expert_formats"] = pinfo.format_mix()
         info["expert_bytes"] = pinfo.expert_bytes
         info["pack_id"] = pinfo.header.get("pack_id")
         info["pack_io"] = _pack_io_facts(pinfo, cfg)

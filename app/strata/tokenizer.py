@@ -35,8 +35,9 @@ class Tokenizer:
         file carries its own tokenizer and chat template in its metadata."""
         from . import gguf as _gguf
 
-        if _gguf.is_gguf(folder):
-            model = _gguf.open_gguf(folder)
+        dense_gguf = Path(folder) / "dense.gguf"  # a pack converted from a GGUF file
+        if _gguf.is_gguf(folder) or (dense_gguf.is_file() and (Path(folder) / "strata-pack.json").is_file()):
+            model = _gguf.open_gguf(folder if _gguf.is_gguf(folder) else dense_gguf)
             return _gguf.load_tokenizer(model) if model.get("tokenizer.ggml.model") is not None else None
         path = Path(folder) / "tokenizer.json"
         if not path.is_file():

@@ -1,5 +1,7 @@
-"""`strata convert SRC DST`: a Hugging Face MoE checkpoint folder becomes a strata pack."""
+"""`strata convert SRC DST`: a Hugging Face MoE checkpoint folder or a .gguf file becomes a strata pack."""
 from __future__ import annotations
+
+from typing import Optional
 
 import typer
 
@@ -11,19 +13,21 @@ from . import ExitCode, app, debug_enabled, fail
 
 @app.command("convert", short_help="Convert a checkpoint into a strata pack.")
 def convert(
-    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors)."),
+    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors) or a .gguf file."),
     dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
     force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
+    quantize: Optional[str] = typer.Option(None, "--quantize", metavar="FORMAT",
+                                           help="Store the experts of a checkpoint as q8_0, q4_k or q6_k blocks (ggml's reference rounding)."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
-    checksummed blobs (one read per expert). Atomic: an interrupted run leaves no pack behind."""
+    checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are. Atomic: an interrupted run leaves no pack behind."""
     from ..errors import ModelError, UsageError
     from ..pack.converter import convert as convert_pack
     from ..telemetry import human_bytes
 
     progress = diagnostics.ProgressBar("converting")
     try:
-        header = convert_pack(src, dst, progress=progress, force=force)
+        header = convert_pack(src, dst, progress=progress, force=force, quantize=quantize)
     except UsageError as e:
         progress.close()
         raise fail(str(e), ExitCode.USAGE) from None

@@ -58,6 +58,8 @@ def info(
               f"experts, one {io['expert_dtype']} blob of {human_bytes(io['blob_bytes'])} each "
               f"(stride {human_bytes(io['blob_stride'])}), {human_bytes(data.get('expert_bytes') or 0)} in all")
         print(f"  dense file    {io['dense_file']}: {human_bytes(io['dense_bytes'])} (always resident)")
+        print("  expert mix    " + ", ".join(f"{k} {human_bytes(v)}" for k, v in io["expert_formats"].items()) +
+              f"; a token's experts {human_bytes(io['expert_bytes_per_token'])} when none is cached")
         print(f"  per layer     all experts {human_bytes(io['layer_bytes'])}; "
               f"one token's top-{data.get('experts_per_token')} {human_bytes(io['topk_bytes_per_layer'])}")
         direct = {True: "yes (--io-mode direct reads around the page cache)",

@@ -88,8 +88,9 @@ def _split_stacked(spec: dict, t: GGUFTensor, layer: int, kind: str) -> list[Wei
     return out
 
 
-def canonical_tensors(model: GGUFModel, spec: dict) -> dict[str, WeightRef]:
-    """Canonical name -> WeightRef for every tensor the engine reads, checked for presence and shape."""
+def canonical_tensors(model: GGUFModel, spec: dict, *, experts: bool = True) -> dict[str, WeightRef]:
+    """Canonical name -> WeightRef for every tensor the engine reads, checked for presence and shape
+    (without the routed experts when `experts` is False: a pack streams those)."""
     n_layers = spec["num_layers"]
     have: dict[str, WeightRef] = {}
     for t in model.tensors.values():
@@ -122,7 +123,7 @@ def canonical_tensors(model: GGUFModel, spec: dict) -> dict[str, WeightRef]:
                 shape = (1, shape[0])
             have[name] = _ref(name, t, t.offset, shape, t.nbytes)
     table: dict[str, WeightRef] = {}
-    for name, shape in required_tensors(spec, have).items():
+    for name, shape in required_tensors(spec, have, experts=experts).items():
         ref = have.get(name)
         if ref is None:
             raise ModelError(f"{model.path}: missing tensor for {name}")
@@ -132,9 +133,9 @@ def canonical_tensors(model: GGUFModel, spec: dict) -> dict[str, WeightRef]:
     return table
 
 
-def required_tensors(spec: dict, have: dict) -> dict[str, tuple[int, ...]]:
+def required_tensors(spec: dict, have: dict, *, experts: bool = True) -> dict[str, tuple[int, ...]]:
     """strata.config.required_tensors with the GGUF forms of the linear-attention tensors."""
-    req = _config.required_tensors(spec)
+    req = _config.required_tensors(spec, experts=experts)
     nv = spec["linear_num_value_heads"]
     for l in range(spec["num_layers"]):
         if not spec["layer_linear"][l]:

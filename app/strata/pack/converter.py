@@ -23,7 +23,8 @@ from ..config import read_config_json
 from ..errors import AlreadyExistsError, ModelError, UsageError
 from ..safetensors_io import TensorInfo, checkpoint_tensors
 from .format import (ALIGN, DENSE_NAME, EXPERT_DTYPES, EXPERTS_HEAD, EXPERTS_MAGIC, EXPERTS_NAME,
-                     HEADER_NAME, PACK_FORMAT, PACK_VERSION, config_digest, is_pack)
+                     HEADER_NAME, PACK_FORMAT, PACK_VERSION, QUANT_PACK_VERSION, align_up, config_digest,
+                     is_pack, layer_blob_bytes)
 
 # safetensors dtype name -> (numpy dtype for raw views, bytes per element)
 _ST_DTYPES = {
@@ -225,23 +226,26 @@ def _write_dense(path: str, tensors: list[TensorInfo], reader: _SourceReader,
 
 
 def _write_experts(path: str, n_layers: int, n_experts: int, blob_bytes: int, stride: int, pack_id: bytes,
-                   blob: Callable[[int, int], bytes], progress: Callable[[int], None]) -> tuple[int, int]:
-    """Writes experts.bin: header page(s) with the CRC32 table, then one aligned blob per expert."""
+                   blob: Callable[[int, int], bytes], progress: Callable[[int], None],
+                   layer_bytes: list[int] | None = None) -> tuple[int, int]:
+    """Writes experts.bin: header page(s) with the CRC32 table, then one aligned blob per expert.
+    `layer_bytes`: each layer's blob size where they differ (quantized packs; `blob_bytes` is the largest)."""
     n_blobs = n_layers * n_experts
     data_offset = -(-(EXPERTS_HEAD.size + 4 * n_blobs) // ALIGN) * ALIGN
     crcs = np.zeros(n_blobs, dtype="<u4")
-    pad = b"\0" * (stride - blob_bytes)
     with open(path, "wb") as f:
         f.write(b"\0" * data_offset)
         for li in range(n_layers):
+            want = layer_bytes[li] if layer_bytes is not None else blob_bytes
+            pad = b"\0" * (stride - want)
             for e in range(n_experts):
                 data = blob(li, e)
-                if len(data) != blob_bytes:
-                    raise ModelError(f"layer {li} expert {e}: blob of {len(data)} bytes, expected {blob_bytes}")
+                if len(data) != want:
+                    raise ModelError(f"layer {li} expert {e}: blob of {len(data)} bytes, expected {want}")
                 crcs[li * n_experts + e] = zlib.crc32(data)
                 f.write(data)
                 f.write(pad)
-                progress(blob_bytes)
+                progress(want)
         table = crcs.tobytes()
         table_crc = zlib.crc32(table)
         f.seek(0)
@@ -289,9 +293,14 @@ def _assemble(dst: str, force: bool, fill: Callable[[str, bytes], dict]) -> dict
 
 def _experts_header(tmp: str, n_layers_list: list[int], num_experts: int, hidden: int, inter: int,
                     dtype: str, source_dtypes: list[str], prefix: str, data_offset: int,
-                    table_crc: int) -> dict:
-    blob_bytes = 3 * hidden * inter * EXPERT_DTYPES[dtype]
-    return {
+                    table_crc: int, formats: list[list[str]] | None = None) -> dict:
+    """The header's expert section; `formats` ([gate, up, down] per layer) makes a quantized pack."""
+    if formats is not None:
+        blob_bytes = max(layer_blob_bytes(f, hidden, inter) for f in formats)
+    else:
+        blob_bytes = 3 * hidden * inter * EXPERT_DTYPES[dtype]
+    extra = {"formats": formats} if formats is not None else {}
+    return {**extra,
         "file": EXPERTS_NAME,
         "bytes": os.path.getsize(os.path.join(tmp, EXPERTS_NAME)),
         "checksum": "crc32",
@@ -313,13 +322,27 @@ def _experts_header(tmp: str, n_layers_list: list[int], num_experts: int, hidden
 
 
 def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None = None,
-            force: bool = False) -> dict:
-    """Converts a Hugging Face checkpoint folder into a strata pack at `dst`. Returns the header.
+            force: bool = False, quantize: str | None = None) -> dict:
+    """Converts a Hugging Face checkpoint folder (or a .gguf file) into a strata pack at `dst`.
+    Returns the header. `quantize` ("q8_0"): store the experts in that block format.
 
     Atomic: the pack is assembled in a temporary sibling folder and renamed into place.
     """
+    from .quantize import QUANTIZE_FORMATS, QUANTIZERS
+
     src = os.path.abspath(src)
     dst = os.path.abspath(dst.rstrip("/") or dst)
+    qfmt = None
+    if quantize is not None:
+        qfmt = QUANTIZE_FORMATS.get(str(quantize).lower())
+        if qfmt is None:
+            raise UsageError(f"--quantize: {quantize!r} is not one of {', '.join(QUANTIZE_FORMATS)}")
+    if os.path.isfile(src) and src.lower().endswith(".gguf"):
+        if qfmt is not None:
+            raise UsageError(f"--quantize: {src} is a GGUF file, whose blocks are kept as they are")
+        from .gguf_converter import convert_gguf
+
+        return convert_gguf(src, dst, progress=progress, force=force)
     if not os.path.isdir(src):
         raise ModelError(f"{src}: not a folder")
     if is_pack(src):
@@ -330,13 +353,28 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
     tensors = checkpoint_tensors(src)
     lay = find_experts(tensors)
     dense = [tensors[n] for n in sorted(tensors) if n not in lay.tensor_names]
-    step = _Progress(sum(t.nbytes for t in dense) + len(lay.layers) * lay.num_experts * lay.blob_bytes, progress)
+    formats = None
+    blob_bytes, stride = lay.blob_bytes, lay.stride
+    if qfmt is not None:
+        formats = [[qfmt] * 3 for _ in lay.layers]
+        try:
+            blob_bytes = layer_blob_bytes(formats[0], lay.hidden, lay.inter)
+        except ValueError as e:
+            raise ModelError(f"{src}: experts of {lay.inter}x{lay.hidden} cannot be stored as {qfmt} ({e})") from None
+        stride = align_up(blob_bytes)
+    step = _Progress(sum(t.nbytes for t in dense) + len(lay.layers) * lay.num_experts * blob_bytes, progress)
 
     reader = _SourceReader()
 
     def blob(li: int, e: int) -> bytes:
         parts = lay.layers[li].experts[e]
-        return b"".join(reader.rows(parts[p], lay.dtype) for p in ("gate", "up", "down"))
+        if qfmt is None:
+            return b"".join(reader.rows(parts[p], lay.dtype) for p in ("gate", "up", "down"))
+        out = []
+        for p in ("gate", "up", "down"):
+            rows = np.frombuffer(reader.rows(parts[p], "f32"), dtype="<f4").reshape(parts[p][3], -1)
+            out.append(QUANTIZERS[qfmt](rows))
+        return b"".join(out)
 
     def fill(tmp: str, pack_id: bytes) -> dict:
         for fn in sorted(os.listdir(src)):
@@ -346,10 +384,10 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
                 _fsync_path(os.path.join(tmp, fn))
         _write_dense(os.path.join(tmp, DENSE_NAME), dense, reader, step)
         data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), len(lay.layers),
-                                                lay.num_experts, lay.blob_bytes, lay.stride, pack_id, blob, step)
+                                                lay.num_experts, blob_bytes, stride, pack_id, blob, step)
         return {
             "format": PACK_FORMAT,
-            "version": PACK_VERSION,
+            "version": PACK_VERSION if formats is None else QUANT_PACK_VERSION,
             "pack_id": pack_id.hex(),
             "source": {
                 "path": src,
@@ -361,8 +399,8 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
             "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(os.path.join(tmp, DENSE_NAME)),
                       "tensors": len(dense)},
             "experts": _experts_header(tmp, [el.layer for el in lay.layers], lay.num_experts, lay.hidden,
-                                       lay.inter, lay.dtype, sorted(lay.source_dtypes), lay.prefix,
-                                       data_offset, table_crc),
+                                       lay.inter, lay.dtype if qfmt is None else qfmt.lower(),
+                                       sorted(lay.source_dtypes), lay.prefix, data_offset, table_crc, formats),
         }
 
     try:
@@ -381,7 +419,10 @@ def write_synthetic_pack(dst: str, config: dict, dense: dict[str, np.ndarray], *
     `blob(pack_layer, expert)` returns that expert's gate|up|down bytes in `dtype`.
     """
     dst = os.path.abspath(dst)
-    step = _Progress(len(layers) * num_experts * 3 * hidden * inter * EXPERT_DTYPES[dtype], progress)
+    # `dtype` "bf16"/"f32", or a block format name ("q4_k", "q8_0") for a quantized pack
+    formats = None if dtype in EXPERT_DTYPES else [[dtype.upper()] * 3 for _ in layers]
+    blob_bytes = layer_blob_bytes(formats[0], hidden, inter) if formats else 3 * hidden * inter * EXPERT_DTYPES[dtype]
+    step = _Progress(len(layers) * num_experts * blob_bytes, progress)
 
     def fill(tmp: str, pack_id: bytes) -> dict:
         with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
@@ -407,19 +448,18 @@ def write_synthetic_pack(dst: str, config: dict, dense: dict[str, np.ndarray], *
                 f.write(a.tobytes())
             f.flush()
             os.fsync(f.fileno())
-        blob_bytes = 3 * hidden * inter * EXPERT_DTYPES[dtype]
-        stride = -(-blob_bytes // ALIGN) * ALIGN
+        stride = align_up(blob_bytes)
         data_offset, table_crc = _write_experts(os.path.join(tmp, EXPERTS_NAME), len(layers), num_experts,
                                                 blob_bytes, stride, pack_id, blob, step)
         return {
             "format": PACK_FORMAT,
-            "version": PACK_VERSION,
+            "version": PACK_VERSION if formats is None else QUANT_PACK_VERSION,
             "pack_id": pack_id.hex(),
             "source": {"path": None, "source_id": "synthetic", "config_sha256": config_digest(config),
                        "model_type": config.get("model_type"), "architectures": config.get("architectures")},
             "dense": {"file": DENSE_NAME, "bytes": os.path.getsize(dp), "tensors": len(arrays)},
             "experts": _experts_header(tmp, layers, num_experts, hidden, inter, dtype, [dtype.upper()],
-                                       "model.layers.", data_offset, table_crc),
+                                       "model.layers.", data_offset, table_crc, formats),
         }
 
     return _assemble(dst, force, fill)

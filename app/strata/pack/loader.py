@@ -2,12 +2,13 @@
 through a resident cache by the native StreamingExpertStore."""
 from __future__ import annotations
 
+import json
 import os
 
 from ..config import read_config, tensor_bounds
 from ..errors import ModelError, UsageError
 from ..model import build_engine
-from .format import PackInfo, check_pack_matches, config_digest, pack_tensor_table, read_pack
+from .format import PackInfo, check_pack_matches, config_digest, is_gguf_pack, pack_tensor_table, read_pack
 from .options import EVICTIONS, IO_MODES, parse_cache_size, parse_routing
 
 
@@ -26,7 +27,45 @@ def open_expert_store(info: PackInfo, *, cache_bytes: int | None = None, io_mode
         info.experts_path, ex["data_offset"], ex["stride"], ex["blob_bytes"], ex["num_experts"],
         ex["hidden_size"], ex["moe_intermediate_size"], ex["dtype"], [int(x) for x in ex["layers"]],
         info.crcs, int(info.expert_bytes if cache_bytes is None else cache_bytes), io_mode=io_mode,
-        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead), prefault=bool(prefault))
+        eviction=eviction, io_threads=int(io_threads), readahead=bool(readahead), prefault=bool(prefault),
+        formats=info.layer_formats)
+
+
+def _cache_bytes(info: PackInfo, expert_cache) -> int:
+    """The slot budget in stored bytes (4 KiB-aligned blobs) of the pack's experts."""
+    if expert_cache is None:
+        return info.expert_bytes
+    if isinstance(expert_cache, int) and not isinstance(expert_cache, bool):
+        return expert_cache
+    return parse_cache_size(expert_cache, info.expert_bytes)
+
+
+def _load_gguf_pack(info: PackInfo, store_kw: dict, expert_cache, routing, threads=None, fold="eager",
+                    ctx=None, backend="cpu"):
+    """A pack converted from a GGUF file: spec, tokenizer and dense tensors from its dense.gguf
+    (blocks as the source stored them), experts streamed."""
+    from .. import gguf as _gguf  # noqa: PLC0415
+    from ..gguf.loader import engine_config, model_id_of  # noqa: PLC0415
+    from ..model import _default_threads, _engine_module  # noqa: PLC0415
+
+    if fold not in ("eager", "lazy"):
+        raise ValueError(f"fold must be 'eager' or 'lazy', not {fold!r}")
+    model = _gguf.open_gguf(info.dense_path)
+    spec = _gguf.spec_from_metadata(model)
+    check_pack_matches(info, spec)
+    table = _gguf.canonical_tensors(model, spec, experts=False)
+    store = open_expert_store(info, cache_bytes=_cache_bytes(info, expert_cache), **store_kw)
+    rows = [(name, t.path, t.offset, t.type, list(t.shape)) for name, t in table.items()]
+    cfg = engine_config(model, spec)
+    cfg["formats"] = sorted(set(cfg["formats"]) | {f for lf in info.layer_formats for f in lf})
+    engine = _engine_module().Engine(
+        spec, rows, store, threads=int(threads or _default_threads()), fold=fold, ctx=int(ctx or 0),
+        model_id=info.header.get("source", {}).get("model_id") or model_id_of(spec, table),
+        config_json=json.dumps(cfg), backend=backend)
+    routing_kw = parse_routing(routing)
+    if routing_kw:
+        engine.set_routing(**routing_kw)
+    return engine
 
 
 def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str = "lru",
@@ -39,6 +78,10 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
     Other options go to `strata.model.build_engine`.
     """
     info = read_pack(os.fspath(path))
+    if is_gguf_pack(info):
+        store_kw = dict(io_mode=io_mode, eviction=eviction, io_threads=io_threads, readahead=readahead,
+                        prefault=prefault)
+        return _load_gguf_pack(info, store_kw, expert_cache, routing, **options)
     dense = pack_tensor_table(info)
     bounds = tensor_bounds(t[0] for t in dense)
     bounds["layers"] = max(bounds["layers"], 1 + max((int(x) for x in info.ex["layers"]), default=-1))
@@ -49,12 +92,7 @@ def load_pack(path, *, expert_cache=None, io_mode: str = "direct", eviction: str
         raise ModelError(f"{os.path.join(info.path, 'config.json')}: does not match the pack it sits in "
                          "(the pack was converted from a different model; re-run strata convert)")
     check_pack_matches(info, spec)
-    if expert_cache is None:
-        cache = info.expert_bytes
-    elif isinstance(expert_cache, int) and not isinstance(expert_cache, bool):
-        cache = expert_cache
-    else:
-        cache = parse_cache_size(expert_cache, info.expert_bytes)
+    cache = _cache_bytes(info, expert_cache)
     store = open_expert_store(info, cache_bytes=cache, io_mode=io_mode, eviction=eviction,
                               io_threads=io_threads, readahead=readahead, prefault=prefault)
     engine = build_engine(spec, dense, expert_store=store, config=raw, **options)
