@@ -80,7 +80,7 @@ def convert_gguf(src: str, dst: str, *, progress: Callable[[int, int], None] | N
                  force: bool = False) -> dict:
     """Converts a .gguf file (or the first file of a split set) into a quantized strata pack."""
     from ..gguf import canonical_tensors, open_gguf, spec_from_metadata
-    from ..gguf.loader import model_id_of
+    from ..model import model_id_of
 
     model = open_gguf(src)
     spec = spec_from_metadata(model)
@@ -116,7 +116,7 @@ def convert_gguf(src: str, dst: str, *, progress: Callable[[int, int], None] | N
     def blob(li: int, e: int) -> bytes:
         return b"".join(raw(r) for r in refs[li][e])
 
-    mid = model_id_of(spec, table)
+    mid = model_id_of(spec, table, fmt="type")
 
     def fill(tmp: str, pack_id: bytes) -> dict:
         dense_bytes = _write_dense_gguf(os.path.join(tmp, DENSE_GGUF_NAME), model.files[0], dense, step)

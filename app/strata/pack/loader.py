@@ -2,7 +2,6 @@
 through a resident cache by the native StreamingExpertStore."""
 from __future__ import annotations
 
-import json
 import os
 
 from ..config import read_config, tensor_bounds
@@ -45,11 +44,9 @@ def _load_gguf_pack(info: PackInfo, store_kw: dict, expert_cache, routing, threa
     """A pack converted from a GGUF file: spec, tokenizer and dense tensors from its dense.gguf
     (blocks as the source stored them), experts streamed."""
     from .. import gguf as _gguf  # noqa: PLC0415
-    from ..gguf.loader import engine_config, model_id_of  # noqa: PLC0415
-    from ..model import _default_threads, _engine_module  # noqa: PLC0415
+    from ..gguf.loader import engine_config  # noqa: PLC0415
+    from ..model import model_id_of, new_engine  # noqa: PLC0415
 
-    if fold not in ("eager", "lazy"):
-        raise ValueError(f"fold must be 'eager' or 'lazy', not {fold!r}")
     model = _gguf.open_gguf(info.dense_path)
     spec = _gguf.spec_from_metadata(model)
     check_pack_matches(info, spec)
@@ -58,10 +55,9 @@ def _load_gguf_pack(info: PackInfo, store_kw: dict, expert_cache, routing, threa
     rows = [(name, t.path, t.offset, t.type, list(t.shape)) for name, t in table.items()]
     cfg = engine_config(model, spec)
     cfg["formats"] = sorted(set(cfg["formats"]) | {f for lf in info.layer_formats for f in lf})
-    engine = _engine_module().Engine(
-        spec, rows, store, threads=int(threads or _default_threads()), fold=fold, ctx=int(ctx or 0),
-        model_id=info.header.get("source", {}).get("model_id") or model_id_of(spec, table),
-        config_json=json.dumps(cfg), backend=backend)
+    engine = new_engine(spec, rows, store, threads=threads, fold=fold, ctx=ctx,
+                        model_id=info.header.get("source", {}).get("model_id") or model_id_of(spec, table, fmt="type"),
+                        config=cfg, backend=backend)
     routing_kw = parse_routing(routing)
     if routing_kw:
         engine.set_routing(**routing_kw)
