@@ -81,8 +81,8 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
     for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
     // software prefetch a fixed distance ahead in the (contiguous) weight rows: the hardware
     // streamers stop at 4 KB pages, and a multi-row tile spends long enough per page to stall
-    // (without it a 4-row window over DRAM-resident weights costs 1.6x more). Single-row tiles
-    // prefetch into L1, multi-row tiles into L2 (fewer L1 fill buffers held while computing).
+    // (without it a 4-row window over DRAM-resident weights costs 1.6x more). Tiles of 1-2 input
+    // rows prefetch into L1, wider ones into L2 (fewer L1 fill buffers held while computing).
     constexpr _mm_hint kHint = TB <= 2 ? _MM_HINT_T0 : _MM_HINT_T1;
     const size_t pf = kPrefetchBytes / sizeof(WT);
     auto step = [&](int k) {
