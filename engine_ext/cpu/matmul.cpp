@@ -39,97 +39,141 @@ inline __m512 loadw_mask(const uint16_t* p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// RB weight rows x TB input rows. The per-element order: acc0 takes 16-chunks 0,2,4..,
-// acc1 takes chunks 1,3,5..; a leftover full chunk goes to acc0, a masked tail to acc1;
-// result = reduce(acc0 + acc1).
+// The horizontal sum of one accumulator, in one fixed tree: lane i + lane i+8, then j + j+4,
+// then (0+2, 1+3), then 0+1 (the pairs _mm512_reduce_add_ps uses, written out so that the
+// transposed form below provably matches it).
+inline float hsum16(__m512 v) {
+    __m512 s8 = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 s4 = _mm512_add_ps(s8, _mm512_shuffle_f32x4(s8, s8, _MM_SHUFFLE(1, 1, 1, 1)));
+    __m512 s2 = _mm512_add_ps(s4, _mm512_shuffle_ps(s4, s4, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_cvtss_f32(_mm512_add_ps(s2, _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(1, 1, 1, 1))));
+}
+
+// hsum16 of 16 accumulators at once, the same tree per element (float addition commutes, so
+// only the pairing matters): 15 vector adds instead of 16 scalar reductions. v[4i + t] in,
+// lane 4t + i of the result out.
+inline __m512 hsum16x16(const __m512* v) {
+    __m512 p[8], q[4], r[2];
+    for (int k = 0; k < 8; ++k)  // lanes 0-7: v[2k] i + i+8; lanes 8-15: v[2k+1]
+        p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int m = 0; m < 4; ++m)  // block b: v[4m + b], j + j+4
+        q[m] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(p[2 * m], p[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int n = 0; n < 2; ++n)  // per block: 0+2, 1+3 of q[2n], then of q[2n+1]
+        r[n] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * n], q[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(q[2 * n], q[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// RB weight rows x TB input rows. The per-element order: one accumulator takes the 16-chunks
+// 0,1,2.. in order (a masked tail last); result = hsum16(acc). One accumulator
+// per output (not two) lets a tile hold 16 outputs in the 32 registers, so every weight vector
+// loaded feeds 4 input rows and every input vector 4 weight rows.
 template <int RB, int TB, typename WT>
 inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const float* bias,
                  float* Y, int ldy, int r) {
-    __m512 a0[RB][TB], a1[RB][TB];
+    __m512 acc[RB][TB];
     for (int i = 0; i < RB; ++i)
-        for (int t = 0; t < TB; ++t) {
-            a0[i][t] = _mm512_setzero_ps();
-            a1[i][t] = _mm512_setzero_ps();
-        }
+        for (int t = 0; t < TB; ++t) acc[i][t] = _mm512_setzero_ps();
     const WT* w[RB];
     for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
     // software prefetch a fixed distance ahead in the (contiguous) weight rows: the hardware
     // streamers stop at 4 KB pages, and a multi-row tile spends long enough per page to stall
-    // (without it a 4-row window over DRAM-resident weights costs 1.6x more). Single-row tiles
-    // prefetch into L1, multi-row tiles into L2 (fewer L1 fill buffers held while computing).
-    constexpr _mm_hint kHint = TB == 1 ? _MM_HINT_T0 : _MM_HINT_T1;
+    // (without it a 4-row window over DRAM-resident weights costs 1.6x more). Tiles of 1-2 input
+    // rows prefetch into L1, wider ones into L2 (fewer L1 fill buffers held while computing).
+    constexpr _mm_hint kHint = TB <= 2 ? _MM_HINT_T0 : _MM_HINT_T1;
     const size_t pf = kPrefetchBytes / sizeof(WT);
+    auto step = [&](int k) {
+        __m512 x[TB];
+        for (int t = 0; t < TB; ++t) {
+            x[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k);
+            // keep wide tiles' inputs in registers: loaded once per step, used by every weight
+            // row (the compiler would fold a reload into each FMA and run out of load slots)
+            if (RB > 1 && TB >= 2) __asm__("" : "+v"(x[t]));
+        }
+        for (int i = 0; i < RB; ++i) {
+            __m512 wv = loadw(w[i] + k);
+            if (TB > 1) __asm__("" : "+v"(wv));  // one load per weight vector, not one per FMA
+            for (int t = 0; t < TB; ++t) acc[i][t] = _mm512_fmadd_ps(wv, x[t], acc[i][t]);
+        }
+    };
     int k = 0;
     for (; k + 32 <= cols; k += 32) {
         for (int i = 0; i < RB; ++i) {
             _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf), kHint);
             _mm_prefetch(reinterpret_cast<const char*>(w[i] + k + pf) + 64, kHint);
         }
-        __m512 x0[TB], x1[TB];
-        for (int t = 0; t < TB; ++t) {
-            x0[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k);
-            x1[t] = _mm512_loadu_ps(X + size_t(t) * ldx + k + 16);
-            // keep wide tiles' inputs in registers: loaded once per step, used by every weight
-            // row (the compiler would fold a reload into each FMA and run out of load slots)
-            if (RB > 1 && TB >= 4) __asm__("" : "+v"(x0[t]), "+v"(x1[t]));
-        }
-        for (int i = 0; i < RB; ++i) {
-            __m512 wa = loadw(w[i] + k);
-            __m512 wb = loadw(w[i] + k + 16);
-            for (int t = 0; t < TB; ++t) {
-                a0[i][t] = _mm512_fmadd_ps(wa, x0[t], a0[i][t]);
-                a1[i][t] = _mm512_fmadd_ps(wb, x1[t], a1[i][t]);
-            }
-        }
+        step(k);
+        step(k + 16);
     }
     if (k + 16 <= cols) {
-        for (int i = 0; i < RB; ++i) {
-            __m512 wa = loadw(w[i] + k);
-            for (int t = 0; t < TB; ++t)
-                a0[i][t] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(X + size_t(t) * ldx + k), a0[i][t]);
-        }
+        step(k);
         k += 16;
     }
     if (k < cols) {
         __mmask16 m = __mmask16((1u << (cols - k)) - 1u);
         for (int i = 0; i < RB; ++i) {
-            __m512 wa = loadw_mask(w[i] + k, m);
+            __m512 wv = loadw_mask(w[i] + k, m);
             for (int t = 0; t < TB; ++t)
-                a1[i][t] = _mm512_fmadd_ps(wa, _mm512_maskz_loadu_ps(m, X + size_t(t) * ldx + k),
-                                           a1[i][t]);
+                acc[i][t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, X + size_t(t) * ldx + k), acc[i][t]);
         }
     }
-    for (int i = 0; i < RB; ++i)
-        for (int t = 0; t < TB; ++t) {
-            float s = _mm512_reduce_add_ps(_mm512_add_ps(a0[i][t], a1[i][t]));
-            if (bias) s += bias[r + i];
-            Y[size_t(t) * ldy + r + i] = s;
+    if constexpr (RB == 4 && TB == 4) {
+        __m512 v[16];
+        for (int i = 0; i < 4; ++i)
+            for (int t = 0; t < 4; ++t) v[4 * i + t] = acc[i][t];
+        alignas(64) float sums[16];
+        _mm512_store_ps(sums, hsum16x16(v));
+        for (int t = 0; t < 4; ++t) {
+            __m128 s = _mm_load_ps(sums + 4 * t);
+            if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias + r));
+            _mm_storeu_ps(Y + size_t(t) * ldy + r, s);
         }
+    } else {
+        for (int i = 0; i < RB; ++i)
+            for (int t = 0; t < TB; ++t) {
+                float s = hsum16(acc[i][t]);
+                if (bias) s += bias[r + i];
+                Y[size_t(t) * ldy + r + i] = s;
+            }
+    }
+}
+
+template <int RB, typename WT>
+inline void tile_rows(const float* X, int T, int ldx, const WT* W, int ldw, int cols, const float* bias,
+                      float* Y, int ldy, int r) {
+    int t = 0;
+    for (; t + 4 <= T; t += 4)
+        tile<RB, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+    for (; t + 2 <= T; t += 2)
+        tile<RB, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+    for (; t < T; ++t) tile<RB, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
 }
 
 template <typename WT>
 void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int cols,
                     const float* bias, float* Y, int ldy, int r0, int r1) {
     int r = r0;
-    if (T == 1) {
-        for (; r + 4 <= r1; r += 4) tile<4, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
-        for (; r < r1; ++r) tile<1, 1>(X, ldx, W, ldw, cols, bias, Y, ldy, r);
-        return;
-    }
     // weight rows outer, input rows inner: each weight block is read from memory once and
-    // reused from L1 for every input row
-    for (; r + 2 <= r1; r += 2) {
+    // reused from L1 for every input row. Blocks of 8 weight rows: input rows in 4x4 tiles, the
+    // last 1-3 input rows in 8x2 / 8x1 tiles (8-16 independent FMA chains, enough to hide the
+    // FMA latency when the weights sit in cache).
+    for (; r + 8 <= r1; r += 8) {
         int t = 0;
-        for (; t + 4 <= T; t += 4)
-            tile<2, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
-        for (; t + 2 <= T; t += 2)
-            tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
-        for (; t < T; ++t)
-            tile<2, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+        for (; t + 4 <= T; t += 4) {
+            tile<4, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+            tile<4, 4>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4);
+        }
+        for (; t + 2 <= T; t += 2) {
+            tile<4, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+            tile<4, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4);
+        }
+        for (; t < T; ++t) tile<8, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
     }
-    for (; r < r1; ++r)
-        for (int t = 0; t < T; ++t)
-            tile<1, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
+    for (; r + 4 <= r1; r += 4) tile_rows<4>(X, T, ldx, W, ldw, cols, bias, Y, ldy, r);
+    for (; r < r1; ++r) tile_rows<1>(X, T, ldx, W, ldw, cols, bias, Y, ldy, r);
 }
 
 }  // namespace
@@ -250,7 +294,7 @@ float dot_f32(const float* a, const float* b, int n) {
     return y;
 }
 
-#else  // scalar fallback with the same two-accumulator structure (16 lanes each)
+#else  // scalar fallback: its own fixed order, two accumulators of 16 lanes each
 
 namespace {
 inline float ldw(const float* p) { return *p; }
@@ -294,6 +338,12 @@ float dot_f32(const float* a, const float* b, int n) { return dot_one(a, b, n); 
 #endif
 
 namespace {
+
+// Prefill jobs of more rows than this take the packed GEMM. Smaller ones (most expert jobs of a
+// prefill: 256 rows x top-k / experts = 16-32 rows each) take the tile kernel, which reads the
+// weights in place: the GEMM would transpose every weight panel per call for only a few row
+// panels (26% of a 256-token prefill's time went to that packing). 64 measured best here.
+constexpr int kGemmMinRows = 64;
 
 template <typename WT>
 void matmul_range_fmt(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy,
@@ -356,7 +406,7 @@ void matmul_range(const float* X, int T, int ldx, const MatView& W, const float*
 void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs, bool prefill) {
     // Split every job into blocks of output rows; the block size depends only on the job's
     // shape and the thread count (never on which rows are computed together). In prefill mode,
-    // jobs of more than kDecodeRows rows take the format's GEMM kernel when it has one.
+    // jobs of more than kGemmMinRows rows take the format's GEMM kernel when it has one.
     struct Task {
         int job, r0, r1;
     };
@@ -376,7 +426,7 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs, bool prefill
         const auto& j = jobs[ji];
         if (j.T <= 0 || j.W.rows <= 0) continue;
         const CpuFormatKernels& fk = cpu_format_kernels(j.W.format);
-        gemm[ji] = prefill && j.T > kDecodeRows && fk.gemm_range != nullptr;
+        gemm[ji] = prefill && j.T > kGemmMinRows && fk.gemm_range != nullptr;
         const int gran = gemm[ji] ? fk.gemm_block : 4;
         int64_t work = int64_t(j.W.rows) * j.W.cols * std::max(1, j.T);
         int nb = 1;

@@ -18,7 +18,7 @@ struct CpuFormatKernels {
                          int ldy, int r0, int r1) = nullptr;
     // One row of W as f32 (embedding gather).
     void (*row_to_f32)(const MatView& W, int row, float* out) = nullptr;
-    // Optional prefill kernel (prefill mode, jobs of more than kDecodeRows rows): same
+    // Optional prefill kernel (prefill mode, jobs of more than 64 rows): same
     // contract, its own fixed order, checked with a tolerance, not bit-identical to
     // matmul_range; ranges [r0, r1) should be multiples of gemm_block. Null: matmul_range.
     void (*gemm_range)(const float* X, int T, int ldx, const MatView& W, const float* bias, float* Y, int ldy,
