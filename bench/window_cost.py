@@ -1,6 +1,6 @@
 """Verification-window cost of the strata engine, and T=1 decode as users see it.
 
-Same protocol as the llama.cpp anchors (shared/anchors/results.md): a model of the anchor shape
+Same protocol as bench/vs_anchors.py uses for llama.cpp: a model of the anchor shape
 (by default a random qwen3_next, ~145M parameters, f32), a 256-token prefix, then one call that
 evaluates T new tokens with logits for all T rows, from the restored prefix state (the restore is
 not timed). T values interleaved, one warm-up round, median of the timed rounds.

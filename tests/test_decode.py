@@ -248,7 +248,7 @@ def test_controller_expected_keep_matches_the_design():
     c = E.LengthController()
     feed_acceptance(c, 30, 0.7, windows=4000)
     assert c.acceptance(E.LengthController.bucket(30), 0) == pytest.approx(0.7, abs=0.05)
-    # DESIGN.md: a = 0.7 gives E[keep] = 2.533 for T = 4 and 2.19 for T = 3
+    # the length controller rule: a = 0.7 gives E[keep] = 2.533 for T = 4 and 2.19 for T = 3
     assert c.expected_keep(30, 3) == pytest.approx(2.533, abs=0.12)
     assert c.expected_keep(30, 2) == pytest.approx(2.19, abs=0.08)
 

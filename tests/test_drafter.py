@@ -1,4 +1,4 @@
-"""Drafters against brute-force references of the same rules (DESIGN.md, "Drafting")."""
+"""Drafters against brute-force references of the same rules (the design's drafting rules, docs/decoding.md)."""
 from __future__ import annotations
 
 from collections import defaultdict

@@ -1,6 +1,6 @@
 """The standalone prefill kernels (engine_ext/cpu/gemm.*, attention_kernel.*) against NumPy.
 
-Prefill kernels are checked with a tolerance (DESIGN.md), but two properties are exact by
+Prefill kernels are checked with a tolerance (batch invariance holds for decode windows only), but two properties are exact by
 construction and tested as such: an output row does not depend on the other rows (T), and an
 output feature does not depend on how the caller splits the feature range over threads.
 """

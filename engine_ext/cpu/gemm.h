@@ -1,7 +1,7 @@
 // Prefill GEMM (windows of T > 16 rows): Y = X W^T (+ bias) with a register-blocked micro-kernel
 // over packed panels. Rows of W are output features (a row-major [N][K] weight, as checkpoints
 // store them). Checked against a reference with a tolerance, not bit-identical to the decode
-// matmul: DESIGN.md allows prefill its own reduction order. Each output element still has one
+// matmul: the design allows prefill its own reduction order. Each output element still has one
 // fixed order (K in blocks of kGemmKC, one FMA chain per block, blocks added in order), so the
 // result never depends on T, on the other rows or on how the caller splits [0, N).
 //
