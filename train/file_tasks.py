@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import phrasing  # noqa: E402
 from rewrite_tasks import (ADD_TEMPLATES, MODULES, VERBS, WORDS, functions, import_block,  # noqa: E402
-                           iter_corpus, line_offsets, new_identifier, parses, tokens_of)
+                           iter_corpus, line_offsets, new_identifier, parses, tokens_of, without_lines)
 
 MAX_CHARS = 24_000
 MIN_CHARS = 200
@@ -159,17 +159,7 @@ def delete_function(text, tree, toks, rng):
         last = node.end_lineno
         if last - first > 80 or (first > 0 and lines[first - 1].lstrip().startswith("#")):
             continue
-        after = last
-        while after < len(lines) and not lines[after].strip():
-            after += 1
-        if after < len(lines):
-            out_lines = lines[:first] + lines[after:]
-        else:
-            before = first
-            while before > 0 and not lines[before - 1].strip():
-                before -= 1
-            out_lines = lines[:before] + lines[last:after]
-        out = "".join(out_lines)
+        out = without_lines(lines, first, last)
         if not out.strip() or not parses(out):
             continue
         owner = parent.name if isinstance(parent, ast.ClassDef) else ""

@@ -185,6 +185,20 @@ def functions(tree: ast.AST):
                         yield node, body, parent
 
 
+def without_lines(lines: list[str], first: int, last: int) -> str:
+    """The text with lines[first:last] removed together with the blank lines after them (or,
+    at the end of the file, the blank lines before them), so no gap is left behind."""
+    after = last
+    while after < len(lines) and not lines[after].strip():
+        after += 1
+    if after < len(lines):
+        return "".join(lines[:first] + lines[after:])
+    before = first
+    while before > 0 and not lines[before - 1].strip():
+        before -= 1
+    return "".join(lines[:before] + lines[last:after])
+
+
 def edit_delete_function(text: str, tree: ast.AST, toks, rng: random.Random):
     lines = text.splitlines(keepends=True)
     defs = list(functions(tree))
@@ -201,19 +215,7 @@ def edit_delete_function(text: str, tree: ast.AST, toks, rng: random.Random):
             continue
         if first > 0 and lines[first - 1].lstrip().startswith("#"):
             continue  # an attached comment makes the extent ambiguous
-        if last < len(lines) and lines[last].strip() and not lines[last][:1].isspace() is False:
-            pass
-        after = last
-        while after < len(lines) and not lines[after].strip():
-            after += 1
-        if after < len(lines):
-            out_lines = lines[:first] + lines[after:]
-        else:
-            before = first
-            while before > 0 and not lines[before - 1].strip():
-                before -= 1
-            out_lines = lines[:before] + lines[last:after]
-        out = "".join(out_lines)
+        out = without_lines(lines, first, last)
         if not out.strip() or not parses(out):
             continue
         owner = f" from class `{parent.name}`" if isinstance(parent, ast.ClassDef) else ""
