@@ -41,25 +41,33 @@ def _engine_module():
     return _engine
 
 
-def _split_stacked(spec: dict, info: TensorInfo, layer: int, kind: str) -> list[tuple[str, TensorInfo]]:
-    """Per-expert views into a stacked [E, ...] expert tensor (no copy: offsets into the file)."""
+def stacked_expert_slices(spec: dict, kind: str, shape, offset: int, nbytes: int, where: str):
+    """(canonical name suffix, byte offset, shape, bytes) of every expert's matrix in a stacked
+    [E, ...] expert tensor of one layer (no copy: offsets into the file). kind: gate, up, down or
+    gate_up (gate and up rows stacked per expert); `where` names the tensor in the error."""
     E, H, I = spec["num_experts"], spec["hidden_size"], spec["moe_intermediate_size"]
-    expect = {"gate_up_proj": (E, 2 * I, H), "down_proj": (E, H, I), "gate_proj": (E, I, H), "up_proj": (E, I, H)}[kind]
-    if tuple(info.shape) != expect:
-        raise ModelError(f"{info.path}: tensor {info.name} has shape {list(info.shape)}, expected {list(expect)}")
-    per = info.nbytes // E
+    expect = {"gate": (E, I, H), "up": (E, I, H), "down": (E, H, I), "gate_up": (E, 2 * I, H)}[kind]
+    if tuple(shape) != expect:
+        raise ModelError(f"{where} has shape {list(shape)}, expected {list(expect)}")
+    per = nbytes // E
     out = []
     for e in range(E):
-        base = info.offset + e * per
-        p = f"layers.{layer}.mlp.experts.{e}."
-        if kind == "gate_up_proj":
-            half = per // 2
-            out.append((p + "gate_proj.weight", TensorInfo(info.name, info.path, base, info.dtype, (I, H))))
-            out.append((p + "up_proj.weight", TensorInfo(info.name, info.path, base + half, info.dtype, (I, H))))
+        base = offset + e * per
+        p = f"mlp.experts.{e}."
+        if kind == "gate_up":
+            out.append((p + "gate_proj.weight", base, (I, H), per // 2))
+            out.append((p + "up_proj.weight", base + per // 2, (I, H), per // 2))
         else:
-            shape = (H, I) if kind == "down_proj" else (I, H)
-            out.append((p + f"{kind}.weight", TensorInfo(info.name, info.path, base, info.dtype, shape)))
+            out.append((p + f"{kind}_proj.weight", base, expect[1:], per))
     return out
+
+
+def _split_stacked(spec: dict, info: TensorInfo, layer: int, kind: str) -> list[tuple[str, TensorInfo]]:
+    """Per-expert views into a stacked [E, ...] safetensors expert tensor (kind: gate_up_proj, ...)."""
+    slices = stacked_expert_slices(spec, kind.removesuffix("_proj"), info.shape, info.offset, info.nbytes,
+                                   f"{info.path}: tensor {info.name}")
+    return [(f"layers.{layer}.{name}", TensorInfo(info.name, info.path, off, info.dtype, shape))
+            for name, off, shape, _ in slices]
 
 
 def tensor_table(spec: dict, infos: Iterable[TensorInfo], *, experts: bool = True) -> dict[str, TensorInfo]:

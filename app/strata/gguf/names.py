@@ -71,21 +71,10 @@ def _ref(name: str, t: GGUFTensor, offset: int, shape: tuple[int, ...], nbytes: 
 
 
 def _split_stacked(spec: dict, t: GGUFTensor, layer: int, kind: str) -> list[WeightRef]:
-    E, H, I = spec["num_experts"], spec["hidden_size"], spec["moe_intermediate_size"]
-    expect = {"gate": (E, I, H), "up": (E, I, H), "down": (E, H, I), "gate_up": (E, 2 * I, H)}[kind]
-    if t.shape != expect:
-        raise ModelError(f"{t.path}: tensor {t.name} has shape {list(t.shape)}, expected {list(expect)}")
-    per = t.nbytes // E
-    out = []
-    for e in range(E):
-        base = t.offset + e * per
-        p = f"layers.{layer}.mlp.experts.{e}."
-        if kind == "gate_up":
-            out.append(_ref(p + "gate_proj.weight", t, base, (I, H), per // 2))
-            out.append(_ref(p + "up_proj.weight", t, base + per // 2, (I, H), per // 2))
-        else:
-            out.append(_ref(p + f"{kind}_proj.weight", t, base, expect[1:], per))
-    return out
+    from ..model import stacked_expert_slices  # noqa: PLC0415 - the safetensors loader's geometry
+
+    slices = stacked_expert_slices(spec, kind, t.shape, t.offset, t.nbytes, f"{t.path}: tensor {t.name}")
+    return [_ref(f"layers.{layer}.{name}", t, off, shape, nb) for name, off, shape, nb in slices]
 
 
 def canonical_tensors(model: GGUFModel, spec: dict, *, experts: bool = True) -> dict[str, WeightRef]:
