@@ -141,6 +141,7 @@ int StreamingExpertStore::assign_locked(int key, bool prefetch) {
     s.prefetched = prefetch;
     s.used = false;
     s.gen++;
+    s.version = new_content_version();
     where_[size_t(key)] = i;
     return i;
 }
@@ -282,10 +283,12 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
     const int64_t gate_bytes = g.mat_bytes(ord, 0), up_bytes = g.mat_bytes(ord, 1);
     out.resize(experts.size());
     for (size_t k = 0; k < mine.size(); ++k) {
-        const uint8_t* p = slots_[size_t(mine[k])]->buf;
+        const Slot& s = *slots_[size_t(mine[k])];
+        const uint8_t* p = s.buf;
         out[k].gate = make_mat(p, g.mat_format(ord, 0), g.inter, g.hidden);
         out[k].up = make_mat(p + gate_bytes, g.mat_format(ord, 1), g.inter, g.hidden);
         out[k].down = make_mat(p + gate_bytes + up_bytes, g.mat_format(ord, 2), g.hidden, g.inter);
+        out[k].gate.version = out[k].up.version = out[k].down.version = s.version;
     }
 }
 

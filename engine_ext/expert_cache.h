@@ -63,6 +63,7 @@ private:
         State state = State::Free;
         int pins = 0;
         uint64_t gen = 0;          // bumps on every reassignment; stale IO jobs see a mismatch
+        uint64_t version = 0;      // MatView::version of the contents (new on every reassignment)
         bool claimed = false;      // an IO worker has started the read
         bool prefetched = false;   // brought by read-ahead ...
         bool used = false;         // ... and used by a layer since

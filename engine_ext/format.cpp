@@ -1,5 +1,7 @@
 #include "format.h"
 
+#include <atomic>
+
 #include <cctype>
 #include <cstring>
 
@@ -33,6 +35,11 @@ int64_t format_row_bytes(WFormat f, int64_t cols) {
     const FormatInfo& fi = format_info(f);
     if (cols < 0 || cols % fi.block_elems != 0) return -1;
     return cols / fi.block_elems * fi.block_bytes;
+}
+
+uint64_t new_content_version() {
+    static std::atomic<uint64_t> next{0};
+    return ++next;
 }
 
 MatView make_mat(const void* data, WFormat format, int rows, int cols) {

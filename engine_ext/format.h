@@ -33,12 +33,18 @@ struct MatView {
     int rows = 0;
     int cols = 0;
     size_t row_bytes = 0;
+    // 0: these bytes never change while they live at this address (mapped or loaded weights).
+    // Otherwise a process-unique id of the contents (new_content_version()): views of memory
+    // that is refilled in place (expert cache slots, caller buffers) get a fresh one per fill,
+    // so a backend that keeps device copies of weights can tell new contents at an old address.
+    uint64_t version = 0;
     const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_bytes; }
     size_t bytes() const { return size_t(rows) * row_bytes; }
 };
 
 // A view of contiguous rows (row_bytes = format_row_bytes(format, cols)).
 MatView make_mat(const void* data, WFormat format, int rows, int cols);
+uint64_t new_content_version();
 
 float bf16_to_f32(uint16_t v);
 float f16_to_f32(uint16_t v);

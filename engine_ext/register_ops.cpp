@@ -72,7 +72,9 @@ Weights weights(const py::array& w, const std::string& format, int rows, int col
     if (!be.supports(op, f))
         throw py::value_error(std::string("backend ") + be.name() + " does not support " + op_name(op) + " on " +
                               format_info(f).name);
-    return {c, make_mat(c.data(), f, rows, cols)};
+    MatView m = make_mat(c.data(), f, rows, cols);
+    m.version = new_content_version();  // a caller's buffer: another call may reuse the address
+    return {c, m};
 }
 
 void register_calls(py::module_& o) {

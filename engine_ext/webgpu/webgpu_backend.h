@@ -44,14 +44,14 @@ public:
     void add(float* x, const float* y, size_t n) override;
 
 private:
-    const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its bytes change
+    const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its version changes
     BufferPtr up(const float* p, size_t n, const char* what);
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
     std::mutex mutex_;  // one window at a time on the queue
     bool prefill_ = false;
     struct CachedMatrix {
-        uint64_t hash;
+        uint64_t version;  // MatView::version of the uploaded contents
         WFormat format;
         int rows, cols;
         size_t row_bytes;
