@@ -4,6 +4,7 @@ fixtures/chat_templates/SOURCES.md) through multi-turn conversations with system
 thinking, tool calls and tool results, under the template keywords they read."""
 import copy
 import json
+import sys
 import shutil
 from pathlib import Path
 
@@ -256,3 +257,18 @@ def test_a_chat_session_feeds_the_engine_what_transformers_renders(tokenizers, t
         assert held.startswith(want) and held[len(want):].startswith(reply)
         history.append({"role": "assistant", "content": reply})
     assert prompts.IM_END in held
+
+
+def test_a_template_that_loops_without_writing_is_stopped(monkeypatch):
+    # nested loops that write nothing never reach the output cap; the render deadline stops them
+    monkeypatch.setattr(templates, "MAX_RENDER_SECONDS", 0.3)
+    slow = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}done"
+    before = sys.gettrace()
+    with pytest.raises(ModelError, match="ran for more than 0.3 s") as info:
+        templates.render(slow, [{"role": "user", "content": "x"}])
+    assert "\n" not in str(info.value)
+    assert sys.gettrace() is before  # the caller's tracing is put back
+    # a quick template with loops still renders, and the trace is gone afterwards
+    quick = "{% for i in range(1000) %}{% for j in range(10) %}{% endfor %}{% endfor %}done"
+    assert templates.render(quick, [{"role": "user", "content": "x"}]) == "done"
+    assert sys.gettrace() is before

@@ -24,6 +24,8 @@ No textual or rich here.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Mapping
@@ -34,10 +36,39 @@ from .errors import ModelError
 MAX_TEMPLATE_CHARS = 1 << 20
 MAX_OUTPUT_CHARS = 64 << 20  # far beyond any context; a prompt that long is a broken template
 REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+# a real template renders in milliseconds; one that loops for longer (nested loops that write
+# nothing never reach the output cap) is stopped, not waited on
+MAX_RENDER_SECONDS = 5.0
+_TEMPLATE_FILENAME = "<template>"  # what Jinja names code compiled from a string
 
 
 class TemplateRefused(ModelError):
     """The template itself rejected the conversation (its raise_exception)."""
+
+
+class _TooSlow(Exception):
+    """Raised inside a template frame when rendering ran past MAX_RENDER_SECONDS."""
+
+
+class _Deadline:
+    """A trace function that watches only frames of compiled template code and stops them once
+    the render has run too long. Tracing is scoped to the render (the caller's own trace, e.g.
+    a debugger or coverage, is put back after) and checks the clock every 256 lines."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+        self.lines = 0
+
+    def __call__(self, frame, event, arg):  # global trace: choose which frames to follow
+        if frame.f_code.co_filename == _TEMPLATE_FILENAME:
+            return self.line
+        return None
+
+    def line(self, frame, event, arg):
+        self.lines += 1
+        if (self.lines & 255) == 0 and time.monotonic() > self.end:
+            raise _TooSlow
+        return self.line
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
@@ -172,6 +203,20 @@ def render(template: str, messages: list[Mapping[str, Any]], *, add_generation_p
         compiled = _compiled(template)
     except TemplateError as exc:
         raise ModelError(f"{source}: the chat template does not compile ({_first_line(exc)})") from None
+    previous = sys.gettrace()
+    sys.settrace(_Deadline(MAX_RENDER_SECONDS))
+    try:
+        return _generate(compiled, messages, tools, documents, add_generation_prompt, variables, source)
+    except _TooSlow:
+        raise ModelError(f"{source}: the chat template ran for more than {MAX_RENDER_SECONDS:g} s "
+                         "without finishing; not a prompt") from None
+    finally:
+        sys.settrace(previous)
+
+
+def _generate(compiled, messages, tools, documents, add_generation_prompt, variables, source) -> str:
+    from jinja2.exceptions import TemplateError
+
     try:
         chunks = compiled.generate(messages=[_message(m) for m in messages], tools=plain(tools),
                                    documents=plain(documents),
