@@ -40,7 +40,16 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = CHUNK, 
                            output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
                            **_unused):
     """query, key: (B, T, Hk, Dk); value: (B, T, Hv, Dv); g, beta: (B, T, Hv); initial_state:
-    (B, Hv, Dk, Dv) or None. Returns (out (B, T, Hv, Dv) in query's dtype, final state or None)."""
+    (B, Hv, Dk, Dv) or None. Returns (out (B, T, Hv, Dv) in query's dtype, final state or None).
+    Computed in fp32 even under autocast: the state is carried across every chunk of the row,
+    and bf16 products there would lose what the delta rule stores."""
+    with torch.autocast(device_type=query.device.type, enabled=False):
+        return _chunk_gated_delta_rule(query, key, value, g, beta, chunk_size, initial_state,
+                                       output_final_state, use_qk_l2norm_in_kernel)
+
+
+def _chunk_gated_delta_rule(query, key, value, g, beta, chunk_size, initial_state, output_final_state,
+                            use_qk_l2norm_in_kernel):
     out_dtype = query.dtype
     b, t, hk, dk = key.shape
     hv, dv = value.shape[-2:]

@@ -339,6 +339,8 @@ def main() -> None:
     random.seed(args.seed)
     np.random.seed(args.seed)
     log(f"torch {torch.__version__} transformers {transformers.__version__} device {args.device}")
+    if cuda:  # the fp32 products of the gated delta rule (gdn_fast runs outside autocast) on tensor cores
+        torch.backends.cuda.matmul.allow_tf32 = True
     gdn = choose_gdn(log, args.gdn, args.device)
     tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
     config = make_config(tokenizer)
