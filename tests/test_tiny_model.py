@@ -55,7 +55,8 @@ def test_bundled_model_resolves_and_fits_the_size_budget():
     assert resolve_model(None) == MODEL
     weights = sorted(MODEL.glob("*.safetensors"))
     assert [p.name for p in weights] == ["model.safetensors"]
-    assert sum(p.stat().st_size for p in weights) <= 30_000_000
+    # at most 45 MB, so the repository plus a training call's files still fit what one GPU call carries
+    assert sum(p.stat().st_size for p in weights) <= 45_000_000
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "MODEL_CARD.md"):
         assert (MODEL / name).is_file(), name
 
@@ -65,8 +66,11 @@ def test_config_is_hybrid_moe():
     assert cfg["model_type"] == "qwen3_next" and cfg["architectures"] == ["Qwen3NextForCausalLM"]
     types = cfg["layer_types"]
     assert len(types) == cfg["num_hidden_layers"]
-    assert types.count("linear_attention") == 3 * types.count("full_attention") > 0
-    assert all(t == "full_attention" for i, t in enumerate(types) if (i + 1) % 4 == 0)
+    # v2: a hybrid with attention in 6 of 8 layers (whole-file copying is attention's job) and
+    # Gated DeltaNet in layers 0 and 4, listed explicitly in layer_types
+    assert types.count("linear_attention") >= 2 and types.count("full_attention") >= 2
+    assert [i for i, t in enumerate(types) if t == "linear_attention"] == [0, 4]
+    assert "full_attention_interval" not in cfg
     assert 16 <= cfg["num_experts"] <= 64 and cfg["num_experts_per_tok"] == 4
     assert cfg["shared_expert_intermediate_size"] > 0 and not cfg["mlp_only_layers"]
     assert cfg["eos_token_id"] == 0
