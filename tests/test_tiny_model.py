@@ -151,3 +151,19 @@ def test_strata_picks_the_same_greedy_tokens_as_transformers(hf_model, tokenizer
             ref = hf_model(input_ids=torch.tensor([ids + new])).logits[0].numpy()
         ref_choice = ref[len(ids) - 1:len(ids) - 1 + len(new)].argmax(-1).tolist()
         assert ref_choice == new, (text, tokenizer.decode(new), tokenizer.decode(ref_choice))
+
+
+def test_the_readme_first_edit_is_right():
+    """The README's first command (`strata edit examples/arith.py -i 'Add `import math`.'`) on
+    the bundled model: strata, greedy with drafting on, writes exactly that edit and stops."""
+    import strata  # noqa: F401 - the engine must be importable
+    from strata.generate import Generator
+    from strata.settings import GenerationSettings
+
+    source = (Path(__file__).resolve().parents[1] / "examples" / "arith.py").read_text()
+    gen = Generator.from_path(MODEL, threads=2)
+    ids = gen.encode(prompts.edit_prompt("arith.py", source, "Add `import math`."))
+    tokens, reason = gen.generate(ids, GenerationSettings(max_new=len(gen.encode(source)) + 64, draft="suffix"))
+    assert reason == "eos"
+    out = gen.decode([t for t in tokens if t not in gen.eos_ids])
+    assert out == source.replace("import os\n", "import math\nimport os\n", 1)
