@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Record the demo sessions in sessions/demo/ (JSONL, docs/session-format.md).
 
-    python scripts/record_demo_sessions.py [--model PATH|alias] [--out sessions/demo]
+    python scripts/record_demo_sessions.py [--model PATH|alias] [--out sessions/demo] [--demo arith|client]
 
 The inputs are fixed here; the outputs and telemetry come from the model that records them.
 `--model fake` (with STRATA_ALLOW_FAKE=1) records with the deterministic fake engine, which
 is what the test suite replays; record again with a real model to get real outputs.
+
+Two input sets: `client` (an HTTP client module and "replace X with Y" edits, which the fake
+engine carries out; `sessions/demo/*.jsonl` were recorded with `--demo client --model fake`) and
+`arith` (the default: small edits and questions that the bundled strata-tiny gets right, picked
+by trying them; `sessions/demo/strata-tiny/` was recorded with it and the bundled model).
 """
 from __future__ import annotations
 
@@ -54,6 +59,22 @@ def fetch_with_retries(url, timeout=DEFAULT_TIMEOUT):
     raise RuntimeError("giving up on " + url)
 '''
 
+ARITH = '''"""Small arithmetic helpers."""
+import os
+
+
+def add(a, b):
+    return a + b
+
+
+def sub(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+'''
+
 EDIT_ROUNDS = [
     "replace DEFAULT_TIMEOUT = 30 with DEFAULT_TIMEOUT = 60",
     "replace print( with log.info(",
@@ -67,12 +88,25 @@ CHAT_TURNS = [
     "What does strata do when a draft token is rejected?",
 ]
 
+SCALE_QUESTION = ('Explain this function:\n\n```python\ndef scale(values, factor):\n'
+                  '    """Multiply every value by factor."""\n    return [v * factor for v in values]\n```')
+
+# file name, its text, edit instructions (applied in turn, each accepted), chat turns
+DEMOS = {
+    "client": ("client.py", SERVICE, EDIT_ROUNDS, CHAT_TURNS),
+    # asked twice, so the repeat shows suffix drafting over the first answer
+    "arith": ("arith.py", ARITH, ["Add `import math`.", "Add `import json`.", "Leave the file exactly as it is."],
+              [SCALE_QUESTION, "What arguments does it take?", SCALE_QUESTION]),
+}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None)
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "sessions" / "demo"))
+    ap.add_argument("--demo", choices=sorted(DEMOS), default="arith")
     args = ap.parse_args()
+    file_name, source, edit_rounds, chat_turns = DEMOS[args.demo]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gen = open_generator(args.model)
@@ -82,19 +116,22 @@ def main() -> int:
         cwd = os.getcwd()
         os.chdir(tmp)
         try:
-            Path("client.py").write_text(SERVICE)
-            edit = EditSession(gen, "client.py", settings, store=store, title="demo: repeated edits of client.py")
-            for instruction in EDIT_ROUNDS:
+            Path(file_name).write_text(source)
+            edit = EditSession(gen, file_name, settings, store=store, title=f"demo: repeated edits of {file_name}")
+            for instruction in edit_rounds:
                 for _ in edit.propose(instruction):
                     pass
+                # shown so whoever records can check that the demo edits are right
+                print(f"--- {instruction!r}:\n{edit.diff() or '(no change)'}", flush=True)
                 edit.accept()
         finally:
             os.chdir(cwd)
         chat = ChatSession(gen, settings, store=store, title="demo: a short chat")
-        for text in CHAT_TURNS:
+        for text in chat_turns:
             for _ in chat.send(text):
                 pass
-        for sid, name in ((edit.session_id, "edit-client.jsonl"), (chat.session_id, "chat-intro.jsonl")):
+        names = ((edit.session_id, f"edit-{Path(file_name).stem}.jsonl"), (chat.session_id, "chat-intro.jsonl"))
+        for sid, name in names:
             rec = recording_from_store(store, sid)
             write_session_file(rec, out / name, overwrite=True)
             print(f"wrote {out / name} ({len(rec.turns)} turns, model {rec.model.get('name')})")

@@ -24,12 +24,13 @@ import tempfile
 from pathlib import Path
 
 SIZE = (140, 44)
-# strata-tiny is a code model (not trained on conversations): ask for code, and ask twice, so
-# the second reply shows suffix drafting over the first
+# strata-tiny answers short questions about code in its chat format (v2 was trained on
+# code-assistant conversations): ask one it answers right, twice, so the second reply shows
+# suffix drafting over the first
 CHAT_MESSAGES = (
-    "def fibonacci(n):",
-    "def fibonacci(n):",
-)
+    'Explain this function:\n\n```python\ndef scale(values, factor):\n'
+    '    """Multiply every value by factor."""\n    return [v * factor for v in values]\n```',
+) * 2
 EDIT_SOURCE = '''"""Small arithmetic helpers."""
 import os
 
@@ -45,7 +46,7 @@ def sub(a, b):
 def mul(a, b):
     return a * b
 '''
-# an edit kind strata-tiny gets right most often (see its model card)
+# an edit strata-tiny gets right (add_import is its best kind on held-out files; see its model card)
 EDIT_INSTRUCTION = "Add `import math`."
 
 

@@ -196,3 +196,27 @@ def test_packed_rows_keep_examples_whole_and_start_rows_with_one():
     for ex in examples[:5] + examples[6:]:
         hits = np.flatnonzero(flat == ex[0])
         assert len(hits) == len(ex), "an example was split across rows or lost"
+
+
+def test_training_config_is_the_shipped_model_and_strata_reads_it():
+    """train.py's model config is the shape that ships (a hybrid: >= 2 DeltaNet layers, attention
+    in the rest, an explicit layer_types list), and strata's config reader accepts it."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import json
+
+    import train
+    from strata.config import normalize, read_config_json
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    folder = bundled_model_path()
+    cfg = train.make_config(Tokenizer.from_file(str(folder / "tokenizer.json"))).to_dict()
+    shipped = json.loads((folder / "config.json").read_text())
+    for key in ("hidden_size", "num_hidden_layers", "layer_types", "num_experts", "num_experts_per_tok",
+                "moe_intermediate_size", "shared_expert_intermediate_size", "linear_num_value_heads",
+                "num_attention_heads", "num_key_value_heads", "vocab_size", "eos_token_id"):
+        assert cfg[key] == shipped[key], key
+    types = cfg["layer_types"]
+    assert types.count("linear_attention") >= 2 and types.count("full_attention") == 6
+    assert normalize(read_config_json(folder))["layer_types"] == types

@@ -1,10 +1,16 @@
-"""Measure strata-tiny training step time on the GPU for a few batch sizes, eager and with the
-decoder layers compiled, on random tokens. Prints one line per variant (used to size the run).
+"""Time one strata-tiny training step (forward, backward, AdamW) on random tokens, the first v2
+run's setup against this one, interleaved, on a GPU or a CPU. Prints one line per variant:
 
-    python train/bench.py
+- before: attention in every second layer (4 Gated DeltaNet layers), transformers' PyTorch
+  chunked gated delta rule (chunk 64);
+- after: attention in 6 of 8 layers (2 Gated DeltaNet layers), train/gdn_fast.py (chunk 128).
+
+    python train/bench.py --device cpu --batch 1 --seq 2048 --rounds 3
+    python train/bench.py --device cuda --batch 16 --seq 8192
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -13,7 +19,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gdn_fast  # noqa: E402
 import train as T  # noqa: E402
+
+BEFORE_LAYERS = ["linear_attention", "full_attention"] * 4
 
 
 class _Tok:
@@ -24,57 +33,66 @@ class _Tok:
         return 0
 
 
-def bench(batch, seq, compiled, steps=6):
+def make(variant, device):
     from transformers import Qwen3NextForCausalLM
 
     torch.manual_seed(0)
-    model = Qwen3NextForCausalLM(T.make_config(_Tok())).cuda()
-    if compiled:
-        for i in range(len(model.model.layers)):
-            model.model.layers[i] = torch.compile(model.model.layers[i])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    x = torch.randint(0, 8192, (batch, seq + 1), device="cuda")
-    times = []
-    t_first = None
-    for s in range(steps + 2):
-        torch.cuda.synchronize()
-        t0 = time.time()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            h = model.model(input_ids=x[:, :-1]).last_hidden_state
-            logits = model.lm_head(h)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-        dt = time.time() - t0
-        if s == 0:
-            t_first = dt
-        if s >= 2:
-            times.append(dt)
-    times.sort()
-    med = times[len(times) // 2]
-    mem = torch.cuda.max_memory_allocated() / 2**30
-    print(f"batch {batch} seq {seq} compiled {compiled}: first {t_first:.1f}s, median {med * 1000:.0f} ms/step, "
-          f"{batch * seq / med:.0f} tok/s, peak {mem:.1f} GiB", flush=True)
-    torch.cuda.reset_peak_memory_stats()
-    del model, opt
+    config = T.make_config(_Tok())
+    if variant == "before":
+        config.layer_types = list(BEFORE_LAYERS)
+    model = Qwen3NextForCausalLM._from_config(config, attn_implementation="sdpa", dtype=torch.float32).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=device == "cuda")
+    return model, opt
+
+
+def step(model, opt, x, device):
+    with torch.autocast("cuda" if device == "cuda" else "cpu", dtype=torch.bfloat16):
+        h = model.model(input_ids=x[:, :-1]).last_hidden_state
+        logits = model.lm_head(h)
+    loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     import transformers
+    from transformers.models.qwen3_next import modeling_qwen3_next as mq
 
-    print("torch", torch.__version__, "transformers", transformers.__version__, torch.cuda.get_device_name())
+    print("torch", torch.__version__, "transformers", transformers.__version__, args.device, flush=True)
     T.patch_experts()
-    variants = [(32, 1024, False), (64, 1024, False), (128, 1024, False), (128, 1024, True)]
-    if len(sys.argv) > 1:
-        variants = [(int(b), int(s), c == "1") for b, s, c in (v.split(",") for v in sys.argv[1:])]
-    for b, s, c in variants:
-        try:
-            bench(b, s, c)
-        except Exception as exc:  # report and go on to the next variant
-            print(f"batch {b} seq {s} compiled {c}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
-        torch.cuda.empty_cache()
+    T.force_torch_gdn()
+    reference = mq.torch_chunk_gated_delta_rule
+    gdn = {"before": reference, "after": gdn_fast.chunk_gated_delta_rule}
+    models = {v: make(v, args.device) for v in ("before", "after")}
+    x = torch.randint(0, T.MODEL_CONFIG["vocab_size"], (args.batch, args.seq + 1), device=args.device)
+    times = {v: [] for v in models}
+    for r in range(args.rounds + 1):  # round 0 warms up
+        for v, (model, opt) in models.items():
+            mq.torch_chunk_gated_delta_rule = gdn[v]
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step(model, opt, x, args.device)
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+            if r:
+                times[v].append(time.perf_counter() - t0)
+    mq.torch_chunk_gated_delta_rule = reference
+    best = {v: min(t) for v, t in times.items()}
+    for v, t in best.items():
+        print(f"{v}: batch {args.batch} x {args.seq}: best {t * 1000:.0f} ms/step of {args.rounds}, "
+              f"{args.batch * args.seq / t:.0f} tok/s", flush=True)
+    print(f"after/before speed-up: {best['before'] / best['after']:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -123,14 +123,48 @@ def load_tasks(path: Path, per_kind: int):
     return tasks
 
 
-def eval_edits(model, tokenizer, tasks, device, max_time, log):
+class StrataEngine:
+    """Greedy generation with strata itself (the engine users get, suffix drafting on), one
+    prompt at a time, each bounded by max_new tokens and a time budget."""
+
+    def __init__(self, folder: Path, threads: int | None):
+        from strata.generate import Generator
+
+        self.gen = Generator.from_path(folder, threads=threads)
+        self.tokens = 0
+        self.seconds = 0.0
+
+    def __call__(self, prompt_text: str, max_new: int, stop_id: int, seconds: float) -> tuple[str, bool]:
+        from strata.settings import GenerationSettings
+
+        self.gen.reset()
+        settings = GenerationSettings(max_new=max_new, temperature=0.0, draft="suffix")
+        t0 = time.time()
+        out, reason = [], ""
+        for ev in self.gen.stream(self.gen.encode(prompt_text), settings, should_stop=lambda: time.time() - t0 > seconds):
+            out.extend(ev.tokens)
+            reason = ev.stop_reason or reason
+        self.tokens += len(out)
+        self.seconds += time.time() - t0
+        stopped = stop_id in out or reason == "eos"
+        cut = out.index(stop_id) if stop_id in out else len(out)
+        return self.gen.decode(out[:cut]), stopped
+
+
+def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, engine=None, task_seconds=120.0):
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     t0 = time.time()
     targets = [len(tokenizer.encode(t["rewritten"]).ids) for t in tasks]
-    gens = generate(model, tokenizer,
-                    [prompts.edit_prompt(t["filename"], t["original"], t["instruction"]) for t in tasks],
-                    device, max_new=lambda idx: max(targets[i] for i in idx) + 64, stop_id=eos,
-                    max_time=max_time)
+    texts = [prompts.edit_prompt(t["filename"], t["original"], t["instruction"]) for t in tasks]
+    if engine is None:
+        gens = generate(model, tokenizer, texts, device, max_new=lambda idx: max(targets[i] for i in idx) + 64,
+                        stop_id=eos, max_time=max_time, batch=gen_batch)
+    else:
+        gens = []
+        for i, (text, n) in enumerate(zip(texts, targets)):
+            gens.append(engine(text, n + 64, eos, task_seconds))
+            log(f"  task {i + 1}/{len(texts)} {tasks[i]['kind']}: exact {gens[-1][1] and gens[-1][0] == tasks[i]['rewritten']}"
+                f" ({engine.tokens / max(engine.seconds, 1e-9):.0f} tok/s so far)")
     per_kind, samples = {}, []
     for t, (text, stopped) in zip(tasks, gens):
         ok = stopped and text == t["rewritten"]
@@ -143,7 +177,8 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log):
             k["similarity"] += difflib.SequenceMatcher(None, t["original"].splitlines(), text.splitlines(),
                                                        autojunk=False).ratio()
         samples.append({"kind": t["kind"], "path": t["path"], "instruction": t["instruction"], "exact": ok,
-                        "stopped": stopped, "chars": len(t["original"]), "output": text if not ok else None})
+                        "stopped": stopped, "parses": parses(text), "chars": len(t["original"]),
+                        "output": text if not ok else None})
     for k in per_kind.values():
         n = k["tasks"]
         k["rate"] = k["exact"] / n
@@ -155,6 +190,9 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log):
            "parse_rate": sum(k["parse"] for k in per_kind.values()) / max(n, 1),
            "files_chars": [min(len(t["original"]) for t in tasks), max(len(t["original"]) for t in tasks)],
            "seconds": round(time.time() - t0, 1)}
+    if engine is not None:
+        res["engine"] = {"name": "strata", "draft": "suffix", "tokens": engine.tokens,
+                         "tokens_per_s": round(engine.tokens / max(engine.seconds, 1e-9), 1)}
     log(f"edits: overall {res['overall']:.3f}, parse {res['parse_rate']:.3f}, "
         + ", ".join(f"{k} {v['rate']:.2f}" for k, v in sorted(per_kind.items())) + f" ({res['seconds']}s)")
     return res, samples
@@ -184,13 +222,16 @@ def chat_prompts(heldout_rows, n, seed=5):
     return convs
 
 
-def eval_chat(model, tokenizer, convs, device):
+def eval_chat(model, tokenizer, convs, device, engine=None):
     im_end = tokenizer.token_to_id(prompts.IM_END)
     texts = []
     for c in convs:
         texts.append("".join(f"{prompts.IM_START}{m['role']}\n{m['content']}{prompts.IM_END}\n" for m in c)
                      + f"{prompts.IM_START}assistant\n")
-    gens = generate(model, tokenizer, texts, device, max_new=256, stop_id=im_end, batch=64)
+    if engine is None:
+        gens = generate(model, tokenizer, texts, device, max_new=256, stop_id=im_end, batch=64)
+    else:
+        gens = [engine(t, 256, im_end, 60.0) for t in texts]
     return [{"messages": c, "reply": g[0], "stopped": g[1]} for c, g in zip(convs, gens)]
 
 
@@ -227,7 +268,14 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=None, help="seconds for all edit generations")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: edits,bpb,chat")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--gen-batch", type=int, default=128, help="prompts per transformers generate() call")
+    ap.add_argument("--engine", choices=("transformers", "strata"), default="transformers",
+                    help="generate with transformers (batched) or with strata itself (drafting on; needs --model)")
+    ap.add_argument("--threads", type=int, default=None, help="strata engine threads")
+    ap.add_argument("--task-seconds", type=float, default=120.0, help="strata engine: time budget per generation")
     args = ap.parse_args()
+    if args.engine == "strata" and not args.model:
+        raise SystemExit("--engine strata needs --model (an exported folder)")
     args.out.mkdir(parents=True, exist_ok=True)
     skip = set(filter(None, args.skip.split(",")))
 
@@ -237,13 +285,15 @@ def main() -> None:
     if args.device == "cuda":
         import train as T
 
-        T.use_fla(log)
+        T.choose_gdn(log, "auto", "cuda")
     model, tokenizer = load_model(args, args.device)
-    results = {"model": str(args.model or args.ckpt)}
+    results = {"model": str(args.model or args.ckpt), "engine": args.engine}
+    engine = StrataEngine(args.model, args.threads) if args.engine == "strata" else None
     heldout = list(iter_corpus(args.heldout))
     if "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)
-        results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log)
+        results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log,
+                                               args.gen_batch, engine, args.task_seconds)
         (args.out / "edit_samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     if "bpb" not in skip:
@@ -252,7 +302,7 @@ def main() -> None:
         log(f"bpb {json.dumps(results['heldout_bpb'])}")
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     if "chat" not in skip:
-        results["chat"] = eval_chat(model, tokenizer, chat_prompts(heldout, args.chats), args.device)
+        results["chat"] = eval_chat(model, tokenizer, chat_prompts(heldout, args.chats), args.device, engine)
         for c in results["chat"][:3]:
             log(f"chat: {c['messages'][-1]['content'][:80]!r} -> {c['reply'][:200]!r}")
     (args.out / "eval.json").write_text(json.dumps(results, indent=1))
