@@ -104,6 +104,9 @@ private:
     int64_t dense_bytes_ = 0;                   // every non-expert weight a run reads, but the embedding
     std::vector<float> logits_;
     WindowTelemetry tele_;
+    // the scratch arena and the norm weights, attached to the backend (device copies on a GPU)
+    Attached arena_;
+    std::vector<std::unique_ptr<Attached>> attached_;
     std::mutex mu_;
 };
 

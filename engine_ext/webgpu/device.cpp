@@ -258,7 +258,7 @@ const Pipeline& Device::pipeline(const std::string& file, const std::string& ent
 void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
 
 void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                        const std::vector<BufferPtr>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
+                        const std::vector<BufRef>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (params_bytes > kUniformSlot) throw std::logic_error("webgpu: parameter block above 256 bytes");
     uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
     if (gx > max_groups || gy > max_groups || gz > max_groups)
@@ -318,9 +318,9 @@ void Recorder::submit() {
                 if (!d.buffers[i]) continue;  // a binding number this entry point does not use
                 WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
                 e.binding = uint32_t(i + 1);
-                e.buffer = d.buffers[i]->handle();
-                e.offset = 0;
-                e.size = d.buffers[i]->size();
+                e.buffer = d.buffers[i].buf->handle();
+                e.offset = d.buffers[i].offset;
+                e.size = d.buffers[i].size;
                 entries.push_back(e);
             }
             WGPUBindGroupDescriptor bdesc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;

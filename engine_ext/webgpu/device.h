@@ -56,6 +56,18 @@ private:
 };
 using BufferPtr = std::shared_ptr<Buffer>;
 
+// A bound range of a buffer: the whole buffer (from a BufferPtr), or `size` bytes from
+// `offset` (a multiple of the adapter's storage offset alignment).
+struct BufRef {
+    BufferPtr buf;
+    uint64_t offset = 0, size = 0;
+    BufRef() = default;
+    BufRef(std::nullptr_t) {}
+    BufRef(BufferPtr b) : buf(std::move(b)), size(buf ? buf->size() : 0) {}
+    BufRef(BufferPtr b, uint64_t off, uint64_t bytes) : buf(std::move(b)), offset(off), size(bytes) {}
+    explicit operator bool() const { return bool(buf); }
+};
+
 struct Pipeline {
     WGPUComputePipeline pipeline = nullptr;
     WGPUBindGroupLayout layout = nullptr;
@@ -69,12 +81,14 @@ public:
     // bytes); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
     // entry points of a shared file that use only some bindings).
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                  const std::vector<BufferPtr>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
+                  const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
                   uint32_t groups_z = 1);
     // After every dispatch of the window: copy `bytes` of `src` from `offset` into `dst` (host).
     void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
     // Encodes everything, submits once, waits, and fills the downloads.
     void submit();
+    bool empty() const { return dispatches_.empty() && downloads_.empty(); }
+    size_t dispatches() const { return dispatches_.size(); }
     // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
     double last_run_seconds() const { return last_run_seconds_; }
 
@@ -82,7 +96,7 @@ private:
     struct Dispatch {
         Pipeline pipeline;
         size_t params_offset;
-        std::vector<BufferPtr> buffers;
+        std::vector<BufRef> buffers;
         uint32_t groups[3];
     };
     struct Download {
