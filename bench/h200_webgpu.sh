@@ -115,7 +115,7 @@ step configure 60 cmake -S "$SRC" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Rel
 grep -i "webgpu\|python" "$WORK/configure.txt" | head -5
 step build 150 cmake --build "$BUILD" -j "$JOBS" >"$WORK/build.txt" 2>&1 || { tail -40 "$WORK/build.txt"; exit 1; }
 echo "== built $(ls "$BUILD"/_engine*.so) at t=$(elapsed)s"
-export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app:$PYTHONPATH STRATA_WEBGPU_ADAPTER=$ADAPTER
+export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} STRATA_WEBGPU_ADAPTER=$ADAPTER
 
 # 4. the adapter and its limits
 step "strata info --gpu $ADAPTER" 30 $PY -m strata info --gpu "$ADAPTER"

@@ -182,6 +182,8 @@ public:
     virtual void detach(const void* /*p*/) {}
     virtual void to_host(const void* /*p*/, size_t /*bytes*/) {}
     virtual void from_host(const void* /*p*/, size_t /*bytes*/) {}
+    // What the backend counts about itself since it was made (webgpu: submits, dispatches).
+    virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
 };
 
 // An attached host array (Backend::attach) that follows its storage: set() re-attaches when the

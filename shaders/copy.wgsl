@@ -14,7 +14,7 @@ struct Params {
     dst_hs: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
 const WG: u32 = {{WG}}u;

@@ -52,9 +52,11 @@ uint64_t words(uint64_t floats) { return floats * 4; }
 // The operands of one op. Inputs come first (in), then outputs (out/inout); done() records the
 // copies of outputs that went through a temporary, and reads host outputs back. A kernel gets
 // each operand packed as it expects: an attached array bound in place when its layout and
-// offset allow, else copied into a temporary on the device; host arrays through an upload. A
-// buffer written by the kernel is never also one of its read bindings (WebGPU forbids it within
-// a dispatch), so an output that shares a buffer with an input goes through a temporary.
+// offset allow, else copied into a temporary on the device; host arrays through an upload.
+// Inputs and outputs may lie in one device array (the scratch arena): every activation binding
+// of the kernels is read_write, and WebGPU allows one buffer in several writable bindings of a
+// dispatch (a read-only binding beside a writable one would be a usage conflict). Weights keep
+// read-only bindings of their own buffers.
 class OpArgs {
 public:
     explicit OpArgs(WebGpuBackend& b) : b_(b) {}
@@ -69,7 +71,7 @@ public:
             b_.device().write(t, 0, host.data(), words(host.size()));
             return read(BufRef(t, 0, words(host.size())));
         }
-        if (v.is_packed() && direct(off) && !writes(r->buf.get())) return read(BufRef(r->buf, off, words(v.packed())));
+        if (v.is_packed() && direct(off)) return read(BufRef(r->buf, off, words(v.packed())));
         BufferPtr t = b_.temp(words(v.packed()));
         b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), uint32_t(off / 4),
                           uint32_t(v.ld), uint32_t(v.hs), 0, uint32_t(v.heads * v.dim), uint32_t(v.dim));
@@ -81,7 +83,7 @@ public:
     BufRef in_whole(const float* p, uint64_t floats, uint32_t& off_floats, const char* what) {
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(p, words(floats), off);
-        if (r && !writes(r->buf.get()) && off / 4 <= UINT32_MAX) {
+        if (r && off / 4 <= UINT32_MAX) {
             off_floats = uint32_t(off / 4);
             return read(BufRef(r->buf));
         }
@@ -101,7 +103,7 @@ public:
         if (v.packed() == 0) return b_.temp(16);
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
-        if (r && v.is_packed() && direct(off) && !reads(r->buf.get())) return write(BufRef(r->buf, off, words(v.packed())));
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, words(v.packed())));
         BufferPtr t = b_.temp(words(v.packed()));
         backs_.push_back({t, v, r ? r->buf : nullptr, off});
         return write(BufRef(t, 0, words(v.packed())));
@@ -113,7 +115,7 @@ public:
         View v = rows_of(p, rows, ld, cols);
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(p, words(v.extent()), off);
-        if (r && !reads(r->buf.get()) && off / 4 <= UINT32_MAX) {
+        if (r && off / 4 <= UINT32_MAX) {
             off_floats = uint32_t(off / 4);
             stride = uint32_t(ld);
             return write(BufRef(r->buf));
@@ -129,7 +131,7 @@ public:
         (void)what;
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
-        if (r && v.is_packed() && direct(off) && !reads(r->buf.get())) return write(BufRef(r->buf, off, words(v.packed())));
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, words(v.packed())));
         BufferPtr t = b_.temp(words(v.packed()));
         if (r) {
             b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim),
@@ -164,16 +166,8 @@ public:
 private:
     static constexpr uint64_t kTempBudget = 512ull << 20;  // flush a long pass before temporaries pile up
     bool direct(uint64_t off) const { return off % b_.device().limits().min_storage_offset_alignment == 0; }
-    bool reads(const Buffer* b) const { return std::find(reads_.begin(), reads_.end(), b) != reads_.end(); }
-    bool writes(const Buffer* b) const { return std::find(writes_.begin(), writes_.end(), b) != writes_.end(); }
-    BufRef read(BufRef r) {
-        reads_.push_back(r.buf.get());
-        return r;
-    }
-    BufRef write(BufRef r) {
-        writes_.push_back(r.buf.get());
-        return r;
-    }
+    static BufRef read(BufRef r) { return r; }
+    static BufRef write(BufRef r) { return r; }
     struct Back {
         BufferPtr tmp;
         View view;
@@ -181,7 +175,6 @@ private:
         uint64_t offset;
     };
     WebGpuBackend& b_;
-    std::vector<const Buffer*> reads_, writes_;
     std::vector<Back> backs_;
 };
 
@@ -545,7 +538,7 @@ void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
     uint64_t so = 0, d_off = 0;
     const Region* rs = find(src.p, vs.extent() * 4, so);
     const Region* rd = find(dst.p, vd.extent() * 4, d_off);
-    if (rs && rd && rs->buf != rd->buf) {  // one strided copy between two device arrays
+    if (rs && rd) {  // one strided copy between device arrays (ranges never overlap)
         kernels_->copy(rec_, rs->buf, rd->buf, uint32_t(rows), uint32_t(heads), uint32_t(dim), uint32_t(so / 4),
                        uint32_t(src.ld), uint32_t(src.hs), uint32_t(d_off / 4), uint32_t(dst.ld), uint32_t(dst.hs));
         return;

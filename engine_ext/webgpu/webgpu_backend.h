@@ -52,8 +52,9 @@ public:
     void to_host(const void* p, size_t bytes) override;
     void from_host(const void* p, size_t bytes) override;
     // How often the recorder was submitted and how many dispatches went in (for the bench).
-    uint64_t submits() const { return submits_; }
-    uint64_t dispatches() const { return dispatches_; }
+    std::vector<std::pair<std::string, double>> counters() const override {
+        return {{"submits", double(submits_)}, {"dispatches", double(dispatches_)}};
+    }
 
 private:
     friend class OpArgs;
