@@ -20,9 +20,10 @@
 #   ADAPTER=auto|any|software  MATMUL_SIZES="8192x8192 2048x512"  MATMUL_ITERS=50
 #   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
 #   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
-#   WORKLOAD=edit-cmake  SPEC_MAX_NEW=160  DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
+#   WORKLOAD=edit-cmake  SPEC_MAX_NEW=160  WARM_PROMPT=256 (a warm-up prefill: every expert uploaded)
+#   DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
-#   HF_DEVICE=cuda  HF_CHECK_F32=1 (a float32 transformers run: greedy agreement with strata cpu)
+#   HF_DEVICE=cuda
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -30,10 +31,10 @@ SRC=$(pwd)
 STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${ADAPTER:=auto}" "${MATMUL_SIZES:=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
 : "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
-: "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
+: "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}"
-: "${HF_DEVICE:=cuda}" "${HF_CHECK_F32:=1}"
+: "${HF_DEVICE:=cuda}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -129,22 +130,24 @@ for size in $MATMUL_SIZES; do
        "$WORK/matmul_$size.json" | tee -a "$RES"
 done
 
-# 6. the anchor shape: webgpu (decode, bytes/time, window costs), cpu, transformers
+# 6. the card's own ceilings (torch copy, cuBLAS matvec): the bandwidth the ratios refer to
+step "torch ceiling" 30 $PY bench/webgpu_decode.py ceiling --out "$RES"
+
+# 7. decode on both checkpoints: webgpu (tok/s, weight bytes per step / time, window costs),
+#    then transformers on the same checkpoint; the 80B-A3B shape right after the anchor, so a
+#    slow step late in the run costs only the extras below
 wait $MAKE_PID; cat "$WORK/make.txt"
 decode() {  # decode LABEL DIR TOKENS CAP_GPU CAP_HF
   local label=$1 dir=$2 tokens=$3 cap_gpu=$4 cap_hf=$5
   [ -f "$dir/config.json" ] || { echo "== no checkpoint at $dir: $label skipped"; return; }
   step "[$label] strata webgpu decode + window cost" "$cap_gpu" $PY bench/webgpu_decode.py strata "$dir" \
-    --backend webgpu --tokens "$tokens" --max-seconds 30 --window-cost 2,4,8,16 --label "$label" --out "$RES"
+    --backend webgpu --tokens "$tokens" --max-seconds 30 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" \
+    --label "$label" --out "$RES"
   step "[$label] transformers $HF_DEVICE eager bf16" "$cap_hf" $PY bench/webgpu_decode.py hf "$dir" \
     --device "$HF_DEVICE" --tokens "$tokens" --max-seconds 30 --label "$label" --out "$RES"
 }
 decode anchor "$MODEL" "$TOKENS" 60 60
-[ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
-  --backend cpu --tokens "$TOKENS" --max-seconds 15 --label anchor --out "$RES"
-
-# 7. the card's own ceilings (torch copy, cuBLAS matvec), for the ratios
-step "torch ceiling" 30 $PY bench/webgpu_decode.py ceiling --out "$RES"
+[ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120
 
 # 8. lossless drafting on the GPU: an edit workload, drafting off vs on, the model's own output
 #    (identical?) and forced to the recorded answers (the speed of a model that copies well)
@@ -158,8 +161,9 @@ if [ -f "$MODEL/config.json" ]; then
   done
 fi
 
-# 9. the 80B-A3B layer shape (resident experts): webgpu, then transformers
-[ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 110 110
+# 9. strata's own CPU path on the anchor, for scale
+[ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
+  --backend cpu --tokens "$TOKENS" --max-seconds 15 --label anchor --out "$RES"
 
 echo
 echo "================ h200_webgpu table (t=$(elapsed)s, $(date -u +%FT%TZ)) ================"

@@ -4,7 +4,7 @@ transformers (CUDA eager where there is a GPU), for the H200 measurement of benc
     python bench/webgpu_decode.py make DIR [--preset bench|a3b] [--dtype bfloat16] [--repeat-experts]
                                            [--set key=value ...]
     python bench/webgpu_decode.py strata DIR --backend webgpu|cpu [--tokens 64] [--max-seconds S]
-                                           [--window-cost 1,4,8] [--label NAME]
+                                           [--window-cost 4,8] [--warm-prompt N] [--label NAME]
     python bench/webgpu_decode.py hf DIR [--device cuda] [--tokens 64] [--max-seconds S] [--label NAME]
     python bench/webgpu_decode.py ceiling            # torch copy bandwidth and cuBLAS f16 matvec
     python bench/webgpu_decode.py table RESULTS.jsonl
@@ -158,6 +158,9 @@ def cmd_strata(args) -> None:
     prompt = prompt_ids(vocab, args.prompt_len)
     clock = time.perf_counter
     t = clock()
+    if args.warm_prompt:  # routes through (nearly) every expert, so none is uploaded while timed
+        prefill(prompt_ids(vocab, args.warm_prompt, seed=2))
+        eng.reset()
     prefill(prompt)
     for tok in prompt[:4]:
         step(tok)
@@ -168,11 +171,7 @@ def cmd_strata(args) -> None:
     info = {"backend": getattr(eng, "backend", args.backend), "threads": threads,
             "step_weight_bytes": touched,
             "weight_gb_s": touched * res["tok_s"] / 1e9 if touched else None}
-    if args.window_cost:
-        sizes = sorted({1, *[int(x) for x in args.window_cost.split(",")]})
-        costs = window_costs(eng, sizes, vocab)
-        info["window_cost_s"] = {str(T): c for T, c in costs.items()}
-        info["window_cost_ratio"] = {str(T): c / costs[1] for T, c in costs.items()}
+    counters = eng.backend_counters()
     if args.backend == "webgpu":
         from strata import webgpu
 
@@ -180,8 +179,18 @@ def cmd_strata(args) -> None:
             info["adapter"] = webgpu.describe(webgpu.backend_adapter())["device"]
         except Exception as exc:  # the timing above stands; the name is only for the report
             info["adapter"] = f"? ({exc})"
+    # the decode line first: a window-cost pass cut short by the caller's timeout loses only itself
     emit({"what": f"strata-{args.backend}", "model": args.label, "load_s": load_s, "warmup_s": warmup_s, **info,
           **res}, args.out)
+    if args.window_cost:
+        sizes = sorted({1, *[int(x) for x in args.window_cost.split(",")]})
+        c0 = eng.backend_counters()
+        costs = window_costs(eng, sizes, vocab)
+        c1 = eng.backend_counters()
+        emit({"what": "window-cost", "model": args.label, "backend": args.backend,
+              "window_cost_s": {str(T): c for T, c in costs.items()},
+              "window_cost_ratio": {str(T): c / costs[1] for T, c in costs.items()},
+              "counters_before": c0, "counters_after": c1, "counters_at_decode_end": counters}, args.out)
 
 
 def cmd_hf(args) -> None:
@@ -324,10 +333,11 @@ def cmd_table(args) -> None:
                         extra += f" = {100 * r['weight_gb_s'] / read_bw:.0f}% of the read bandwidth"
                 out.append(f"[{model}] decode {what:24s} {r['tok_s']:9.2f} tok/s ({r['decode_tokens']} tok in "
                            f"{r['decode_s']:.2f} s; prefill {r['prefill_s']:.3f} s, load {r['load_s']:.1f} s){extra}")
-                if r.get("window_cost_ratio"):
-                    wc = " ".join(f"T{T}={1e3 * r['window_cost_s'][T]:.2f}ms({x:.2f}x)"
-                                  for T, x in r["window_cost_ratio"].items())
-                    out.append(f"[{model}] window cost {what}: {wc}")
+        for r in by.get("window-cost", []):
+            if r.get("model") == model:
+                wc = " ".join(f"T{T}={1e3 * r['window_cost_s'][T]:.2f}ms({x:.2f}x)"
+                              for T, x in r["window_cost_ratio"].items())
+                out.append(f"[{model}] window cost strata-{r['backend']} (run T, commit 1): {wc}")
         cpu, gpu = dec.get("strata-cpu"), dec.get("strata-webgpu")
         if gpu and cpu:
             out.append(f"[{model}] greedy strata webgpu vs cpu: {agreement(gpu['greedy'], cpu['greedy'])}")
@@ -372,6 +382,8 @@ def main() -> None:
         p.add_argument("--label", default=None, help="the model's name in the results")
         if name == "strata":
             p.add_argument("--window-cost", default="", help="window sizes T to time against T=1, e.g. 4,8")
+            p.add_argument("--warm-prompt", type=int, default=0,
+                           help="a warm-up prefill of this many random tokens first (every expert uploaded)")
             p.add_argument("--backend", default="cpu", choices=("cpu", "webgpu"))
             p.add_argument("--threads", type=int, default=0)
         else:
