@@ -278,6 +278,7 @@ void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, v
 void Recorder::submit() {
     const WgpuApi& api = device_.api_;
     WGPUDevice dev = device_.device_;
+    auto t_encode = std::chrono::steady_clock::now();
     WGPUBuffer uniforms = nullptr;
     if (!params_.empty()) {
         WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
@@ -343,6 +344,7 @@ void Recorder::submit() {
     }
     WGPUCommandBuffer commands = api.wgpuCommandEncoderFinish(encoder, nullptr);
     auto t_submit = std::chrono::steady_clock::now();
+    last_encode_seconds_ = std::chrono::duration<double>(t_submit - t_encode).count();
     api.wgpuQueueSubmit(device_.queue_, 1, &commands);
     api.wgpuCommandBufferRelease(commands);
     api.wgpuCommandEncoderRelease(encoder);

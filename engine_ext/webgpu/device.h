@@ -91,6 +91,8 @@ public:
     size_t dispatches() const { return dispatches_.size(); }
     // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
     double last_run_seconds() const { return last_run_seconds_; }
+    // Seconds the host spent encoding the last submit (bind groups, passes, copies).
+    double last_encode_seconds() const { return last_encode_seconds_; }
 
 private:
     struct Dispatch {
@@ -109,6 +111,7 @@ private:
     std::vector<Dispatch> dispatches_;
     std::vector<Download> downloads_;
     double last_run_seconds_ = 0;
+    double last_encode_seconds_ = 0;
 };
 
 class Device {

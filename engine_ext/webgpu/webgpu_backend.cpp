@@ -245,6 +245,8 @@ void WebGpuBackend::flush() {
         dispatches_ += rec_.dispatches();
         ++submits_;
         rec_.submit();
+        encode_s_ += rec_.last_encode_seconds();
+        run_s_ += rec_.last_run_seconds();
     }
     auto unpacks = std::move(after_flush_);
     after_flush_.clear();

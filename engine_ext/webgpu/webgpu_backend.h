@@ -53,7 +53,8 @@ public:
     void from_host(const void* p, size_t bytes) override;
     // How often the recorder was submitted and how many dispatches went in (for the bench).
     std::vector<std::pair<std::string, double>> counters() const override {
-        return {{"submits", double(submits_)}, {"dispatches", double(dispatches_)}};
+        return {{"submits", double(submits_)}, {"dispatches", double(dispatches_)}, {"encode_s", encode_s_},
+                {"run_s", run_s_}};
     }
 
 private:
@@ -88,6 +89,7 @@ private:
     uint64_t used_temp_bytes_ = 0;
     std::vector<std::function<void()>> after_flush_;  // unpack host results once they are read back
     uint64_t submits_ = 0, dispatches_ = 0;
+    double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
 }  // namespace strata::webgpu
