@@ -275,7 +275,8 @@ void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, v
     downloads_.push_back(Download{src, offset, bytes, dst});
 }
 
-void Recorder::submit() {
+void Recorder::submit(bool wait) {
+    if (!wait && !downloads_.empty()) throw std::logic_error("webgpu: a submit with downloads must wait");
     const WgpuApi& api = device_.api_;
     WGPUDevice dev = device_.device_;
     auto t_encode = std::chrono::steady_clock::now();
@@ -380,8 +381,15 @@ void Recorder::submit() {
             error = "reading results back: " + map.message;
         }
         api.wgpuBufferRelease(staging);
-    } else {
+    } else if (wait) {
         device_.wait_idle();
+    }
+    if (wait) {
+        in_flight_.clear();
+    } else {  // Buffer's destructor frees device memory at once: keep what the GPU may still read
+        for (auto& d : dispatches_)
+            for (auto& b : d.buffers)
+                if (b.buf) in_flight_.push_back(b.buf);
     }
     last_run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_submit).count();
     if (uniforms) api.wgpuBufferRelease(uniforms);

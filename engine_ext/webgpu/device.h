@@ -85,8 +85,10 @@ public:
                   uint32_t groups_z = 1);
     // After every dispatch of the window: copy `bytes` of `src` from `offset` into `dst` (host).
     void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
-    // Encodes everything, submits once, waits, and fills the downloads.
-    void submit();
+    // Encodes everything, submits once, waits, and fills the downloads. Without `wait` (no
+    // downloads recorded) the GPU starts on what is recorded while the host encodes what
+    // follows; the buffers it uses stay alive until the next waiting submit.
+    void submit(bool wait = true);
     bool empty() const { return dispatches_.empty() && downloads_.empty(); }
     size_t dispatches() const { return dispatches_.size(); }
     // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
@@ -110,6 +112,7 @@ private:
     std::vector<uint8_t> params_;
     std::vector<Dispatch> dispatches_;
     std::vector<Download> downloads_;
+    std::vector<BufferPtr> in_flight_;  // buffers of submits not waited for yet
     double last_run_seconds_ = 0;
     double last_encode_seconds_ = 0;
 };

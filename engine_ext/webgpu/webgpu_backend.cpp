@@ -160,7 +160,10 @@ public:
                 host = true;
             }
         }
-        if (host || b_.used_temp_bytes_ > kTempBudget) b_.flush();
+        if (host || b_.used_temp_bytes_ > kTempBudget)
+            b_.flush();
+        else
+            b_.submit_early();
     }
 
 private:
@@ -254,6 +257,14 @@ void WebGpuBackend::flush() {
     for (auto& b : used_temps_) free_temps_[b->size()].push_back(std::move(b));
     used_temps_.clear();
     used_temp_bytes_ = 0;
+}
+
+void WebGpuBackend::submit_early() {
+    if (rec_.dispatches() < kEarlySubmit) return;
+    dispatches_ += rec_.dispatches();
+    ++early_submits_;
+    rec_.submit(false);
+    encode_s_ += rec_.last_encode_seconds();
 }
 
 void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
