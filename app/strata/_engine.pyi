@@ -316,6 +316,8 @@ class _Ops:
                     shared: np.ndarray | None = None, shared_gate: np.ndarray | None = None,
                     threads: int = 1) -> np.ndarray: ...
     def add(self, backend: str, x: np.ndarray, y: np.ndarray, threads: int = 1) -> np.ndarray: ...
+    def copy(self, backend: str, src: np.ndarray, heads: int = 1, threads: int = 1) -> np.ndarray:
+        """src (rows, heads * dim) copied through the backend's strided copy (a head stride of 2*dim)."""
 
 ops: _Ops
 
