@@ -125,3 +125,34 @@ def test_a_window_reads_back_once_per_moe_layer_and_for_the_logits(model):
 
 def test_cpu_backend_counts_nothing(model):
     assert strata.load(model, threads=1).backend_counters() == {}
+
+
+def test_long_prefill_cut_short_matches_cpu(model):
+    # past kExactRows the run is a prefill pass; committing a prefix replays it on the exact
+    # kernels (a second pass over device-resident state)
+    ids = [int(i) for i in np.random.default_rng(2).integers(0, 500, 90)]
+    g, c = gpu(model), strata.load(model, threads=1)
+    for eng in (g, c):
+        eng.run(ids)
+        eng.commit(70)
+    x, y = g.run([5, 6]), c.run([5, 6])
+    assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+
+
+@pytest.mark.parametrize("options", [dict(readahead=True), dict(routing="protect=1,bonus=8"),
+                                     dict(readahead=True, routing="root-readahead")])
+def test_streamed_experts_with_readahead_and_cache_aware_routing_match_cpu(model, tmp_path, options):
+    # the host reads the read-ahead router's choices and, with cache-aware routing, the logits
+    # and writes the weights it chose: each a to_host / from_host of the device arrays
+    from strata import pack
+
+    dst = str(tmp_path / "m.strata")
+    pack.convert(model, dst)
+    g = pack.load_pack(dst, threads=1, backend="webgpu", expert_cache="0.5", **options)
+    c = pack.load_pack(dst, threads=1, expert_cache="0.5", **options)
+    assert g.backend == "webgpu"
+    for window, keep in [(PROMPT, len(PROMPT))] + WINDOWS:
+        x, y = g.run(window), c.run(window)
+        assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+        g.commit(keep)
+        c.commit(keep)
