@@ -134,3 +134,4 @@ fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgr
         reduce_and_store(lid, n, t0, nt);
     }
 }
+

@@ -92,6 +92,51 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
     }
 }
 
+bool Kernels::multi_ok(const GpuMatrix& m) {
+    return m.format != WeightFormat::F32 && m.chunks.size() == 1 && m.row_words % 4 == 0 &&
+           uint64_t(m.cols) == 2ull * m.row_words;
+}
+
+void Kernels::matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
+                           const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
+                           const std::vector<uint32_t>& y_stride) {
+    check(T > 0 && !mats.empty() && mats.size() <= kMultiMatrices, "matmul_multi", "1..4 matrices, T > 0");
+    check(y_off.size() == mats.size() && y_stride.size() == mats.size(), "matmul_multi", "one y place per matrix");
+    const GpuMatrix& m0 = mats[0];
+    struct {
+        uint32_t T, K, row_words, x_off, x_stride, groups_x, n_mats, total_rows;
+        uint32_t mats[4][4];
+    } p{};
+    uint32_t rows = 0;
+    for (size_t i = 0; i < mats.size(); ++i) {
+        const GpuMatrix& m = mats[i];
+        check(multi_ok(m) && m.format == m0.format && m.cols == m0.cols, "matmul_multi", "matrices of one shape");
+        check(y_stride[i] >= m.rows, "matmul_multi", "y stride below the row count");
+        need(y, y_off[i] + uint64_t(T - 1) * y_stride[i] + m.rows, "matmul_multi", "y");
+        p.mats[i][0] = rows;
+        p.mats[i][1] = m.rows;
+        p.mats[i][2] = y_off[i];
+        p.mats[i][3] = y_stride[i];
+        rows += m.rows;
+    }
+    need(x, x_off + uint64_t(T - 1) * x_stride + m0.cols, "matmul_multi", "x");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    p.T = T;
+    p.K = m0.cols;
+    p.row_words = m0.row_words;
+    p.x_off = x_off;
+    p.x_stride = x_stride;
+    p.groups_x = gx;
+    p.n_mats = uint32_t(mats.size());
+    p.total_rows = rows;
+    const Pipeline& pl = pipeline("matmul_multi.wgsl", "matmul_half_v4_multi",
+                                  {{"TB", std::to_string(kTokenBlock)},
+                                   {"BF16", m0.format == WeightFormat::BF16 ? "1" : "0"}});
+    std::vector<BufRef> b = {x, nullptr, y, nullptr};
+    for (size_t i = 0; i < kMultiMatrices; ++i) b.push_back(mats[std::min(i, mats.size() - 1)].chunks[0].buffer);
+    r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+}
+
 void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
                    uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld,
                    uint32_t dst_hs) {

@@ -43,6 +43,14 @@ public:
     // y row t at y_off + t*y_stride (0: m.rows)
     void matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off = 0,
                 uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0);
+    // Up to kMultiMatrices single-chunk f16/bf16 matrices of one width whose rows are whole
+    // vec4<u32> (multi_ok), against the same x, in one dispatch; matrix i writes y at
+    // y_off[i] + t*y_stride[i]. Each row's result equals matmul's bit for bit.
+    static constexpr uint32_t kMultiMatrices = 4;
+    static bool multi_ok(const GpuMatrix& m);
+    void matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
+                      const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
+                      const std::vector<uint32_t>& y_stride);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);

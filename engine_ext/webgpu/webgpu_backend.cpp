@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -189,6 +190,8 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
         throw std::runtime_error("webgpu: " + device_->adapter().device + " allows " + std::to_string(have) +
                                  " storage buffers per shader stage, strata's kernels need " +
                                  std::to_string(Kernels::kMaxStorageBuffers));
+    const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
+    fuse_ = !(fuse && std::string(fuse) == "0");
 }
 
 bool WebGpuBackend::supports(Op op, WFormat f) const {
@@ -349,10 +352,51 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
     a.done();
 }
 
+bool WebGpuBackend::matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n) {
+    const MatJob& a = jobs[j];
+    std::vector<GpuMatrix> mats;
+    std::vector<uint32_t> y_off, y_stride;
+    const Buffer* ybuf = nullptr;
+    BufferPtr yb;
+    for (size_t i = j; i < j + n; ++i) {
+        const MatJob& b = jobs[i];
+        mats.push_back(weights(b.W));
+        uint64_t off = 0;
+        const Region* r = find(b.Y, uint64_t((b.T - 1) * int64_t(b.ldy) + b.W.rows) * 4, off);
+        if (!r || !Kernels::multi_ok(mats.back()) || (ybuf && r->buf.get() != ybuf) || off / 4 > UINT32_MAX)
+            return false;  // outputs in different device arrays, or in host memory: one job at a time
+        ybuf = r->buf.get();
+        yb = r->buf;
+        y_off.push_back(uint32_t(off / 4));
+        y_stride.push_back(uint32_t(b.ldy));
+    }
+    OpArgs args(*this);
+    uint32_t x_off = 0;
+    BufRef bx = args.in_whole(a.X, uint64_t(a.T - 1) * a.ldx + a.W.cols, x_off, "x");
+    kernels_->matmul_multi(rec_, bx, uint32_t(a.T), x_off, uint32_t(a.ldx), mats, BufRef(yb), y_off, y_stride);
+    args.done();
+    return true;
+}
+
 void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const MatJob& job : jobs) {
+    // consecutive jobs over the same x with half-precision weights of one width go in one dispatch
+    auto groupable = [](const MatJob& a, const MatJob& b) {
+        return !b.bias && b.T > 0 && b.W.rows > 0 && b.X == a.X && b.T == a.T && b.ldx == a.ldx &&
+               b.W.cols == a.W.cols && b.W.format == a.W.format &&
+               (b.W.format == WFormat::F16 || b.W.format == WFormat::BF16);
+    };
+    for (size_t j = 0; j < jobs.size(); ++j) {
+        const MatJob& job = jobs[j];
         if (job.T <= 0 || job.W.rows <= 0) continue;
+        if (fuse_ && groupable(job, job)) {
+            size_t n = 1;
+            while (j + n < jobs.size() && n < Kernels::kMultiMatrices && groupable(job, jobs[j + n])) ++n;
+            if (n > 1 && matmul_grouped(jobs, j, n)) {
+                j += n - 1;
+                continue;
+            }
+        }
         const GpuMatrix& m = weights(job.W);
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;

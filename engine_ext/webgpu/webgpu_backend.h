@@ -93,6 +93,9 @@ private:
     // computes while the host encodes the rest of the window.
     static constexpr size_t kEarlySubmit = 48;
     void submit_early();
+    // jobs[j..j+n) in one matmul_multi dispatch when they allow it; false: nothing recorded
+    bool matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n);
+    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns grouping off (the tests compare both)
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
