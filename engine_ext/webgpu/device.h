@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "webgpu/shader_source.h"
@@ -42,17 +43,20 @@ class Device;
 // A storage buffer on the device (released with the last owner).
 class Buffer {
 public:
-    Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size) : api_(api), handle_(handle), size_(size) {}
+    Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size);
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     WGPUBuffer handle() const { return handle_; }
     uint64_t size() const { return size_; }
+    // Never reused, unlike handles: cached bind groups are keyed by it.
+    uint64_t id() const { return id_; }
 
 private:
     const WgpuApi& api_;
     WGPUBuffer handle_;
     uint64_t size_;
+    uint64_t id_;
 };
 using BufferPtr = std::shared_ptr<Buffer>;
 
@@ -138,11 +142,22 @@ public:
                              const ShaderDefines& defines = {});
 
     Recorder record() { return Recorder(*this); }
+    uint64_t bind_groups_made() const { return bind_groups_made_; }
 
 private:
     friend class Recorder;
     void wait_idle();
     void throw_pending_error(const std::string& context);
+    // The parameter blocks of a submit go into one persistent uniform buffer (slot i of every
+    // submit at the same offset), so a dispatch that repeats, as the ops of every decode step
+    // do, finds its bind group made already: bind groups are cached by (layout, slot, buffers).
+    WGPUBuffer uniform_ring(uint64_t bytes);
+    WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, const std::vector<BufRef>& buffers);
+    void release_bind_groups();
+    WGPUBuffer uniform_ring_ = nullptr;
+    uint64_t uniform_ring_bytes_ = 0;
+    std::unordered_map<std::string, WGPUBindGroup> bind_groups_;
+    uint64_t bind_groups_made_ = 0;
 
     const WgpuApi& api_;
     DeviceOptions options_;

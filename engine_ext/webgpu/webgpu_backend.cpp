@@ -54,6 +54,9 @@ uint64_t words(uint64_t floats) { return floats * 4; }
 // copies of outputs that went through a temporary, and reads host outputs back. A kernel gets
 // each operand packed as it expects: an attached array bound in place when its layout and
 // offset allow, else copied into a temporary on the device; host arrays through an upload.
+// An attached array is bound from the operand to the end of its buffer (kernels bound their
+// loops by their parameters, never by the binding's length), so a dispatch whose operand grows
+// (the KV cells of every next position) keeps its cached bind group.
 // Inputs and outputs may lie in one device array (the scratch arena): every activation binding
 // of the kernels is read_write, and WebGPU allows one buffer in several writable bindings of a
 // dispatch (a read-only binding beside a writable one would be a usage conflict). Weights keep
@@ -72,7 +75,7 @@ public:
             b_.device().write(t, 0, host.data(), words(host.size()));
             return read(BufRef(t, 0, words(host.size())));
         }
-        if (v.is_packed() && direct(off)) return read(BufRef(r->buf, off, words(v.packed())));
+        if (v.is_packed() && direct(off)) return read(BufRef(r->buf, off, r->buf->size() - off));
         BufferPtr t = b_.temp(words(v.packed()));
         b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), uint32_t(off / 4),
                           uint32_t(v.ld), uint32_t(v.hs), 0, uint32_t(v.heads * v.dim), uint32_t(v.dim));
@@ -104,7 +107,7 @@ public:
         if (v.packed() == 0) return b_.temp(16);
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
-        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, words(v.packed())));
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, r->buf->size() - off));
         BufferPtr t = b_.temp(words(v.packed()));
         backs_.push_back({t, v, r ? r->buf : nullptr, off});
         return write(BufRef(t, 0, words(v.packed())));
@@ -132,7 +135,7 @@ public:
         (void)what;
         uint64_t off = 0;
         const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
-        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, words(v.packed())));
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, r->buf->size() - off));
         BufferPtr t = b_.temp(words(v.packed()));
         if (r) {
             b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim),
@@ -257,7 +260,9 @@ void WebGpuBackend::flush() {
     auto unpacks = std::move(after_flush_);
     after_flush_.clear();
     for (auto& f : unpacks) f();
-    for (auto& b : used_temps_) free_temps_[b->size()].push_back(std::move(b));
+    // back in reverse, so the next window's k-th temporary of a size is this one's k-th: the
+    // same dispatches get the same buffers and find their cached bind groups
+    for (auto it = used_temps_.rbegin(); it != used_temps_.rend(); ++it) free_temps_[(*it)->size()].push_back(std::move(*it));
     used_temps_.clear();
     used_temp_bytes_ = 0;
 }

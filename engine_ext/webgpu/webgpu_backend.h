@@ -54,7 +54,8 @@ public:
     // How often the recorder was submitted and how many dispatches went in (for the bench).
     std::vector<std::pair<std::string, double>> counters() const override {
         return {{"submits", double(submits_)}, {"early_submits", double(early_submits_)},
-                {"dispatches", double(dispatches_)}, {"encode_s", encode_s_}, {"run_s", run_s_}};
+                {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
+                {"encode_s", encode_s_}, {"run_s", run_s_}};
     }
 
 private:
