@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 stage=$(mkdir -p "$1" && cd "$1" && pwd)
 gl=${2:-}
 tmp=$(mktemp -d)
-git archive --format=tar HEAD CMakeLists.txt pyproject.toml LICENSE engine_ext app shaders bench \
+git archive --format=tar HEAD CMakeLists.txt pyproject.toml LICENSE engine_ext app shaders bench sessions/workloads \
   ':(exclude)app/strata/models/*/model.safetensors' >"$tmp/src.tar"
 git rev-parse --short HEAD >"$tmp/.commit"
 tar -rf "$tmp/src.tar" -C "$tmp" .commit

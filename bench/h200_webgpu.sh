@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # One self-contained measurement of the webgpu backend on a GPU machine (issue 11's H200 run):
 # build strata with the WebGPU backend, show the adapter, time the WGSL matmul kernel
-# (bandwidth, cost(T)/cost(1)) and end-to-end T=1 decode on webgpu vs cpu vs transformers.
+# (bandwidth, cost(T)/cost(1)), then on two random bf16 qwen3_next checkpoints, the anchor shape
+# (preset bench, 145M) and the Qwen3-Next-80B-A3B layer shape (preset a3b: hidden 2048, 512
+# experts top-10, expert width 512, 8 layers, resident, ~27 GB): T=1 decode on webgpu (tok/s,
+# weight bytes per step / time against the card's measured copy rate), window cost(4)/cost(1)
+# and cost(8)/cost(1) on webgpu, transformers CUDA eager on the same checkpoint; drafting off
+# vs on over an edit workload of sessions/ on webgpu (identical output, speedup).
 #
 #   bench/h200_webgpu.sh [STAGE]
 #
@@ -12,19 +17,24 @@
 # seconds; results print as they come and the table prints last.
 #
 # Knobs (the defaults are the H200 run; the lavapipe rehearsal shrinks them):
-#   ADAPTER=auto|any|software  MATMUL_SIZES="8192x8192 10240x2048 512x2048 2048x512"  MATMUL_ITERS=50
-#   PRESET=bench  TOKENS=64  DEADLINE_S=285  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
+#   ADAPTER=auto|any|software  MATMUL_SIZES="8192x8192 2048x512"  MATMUL_ITERS=50
+#   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
+#   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
+#   WORKLOAD=edit-cmake  SPEC_MAX_NEW=160  WARM_PROMPT=256 (a warm-up prefill: every expert uploaded)
+#   DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
-#   HF_DEVICE=cuda  HF_CHECK_F32=1 (a float32 transformers run: greedy agreement with strata cpu)
+#   HF_DEVICE=cuda
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
 STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
-: "${ADAPTER:=auto}" "${MATMUL_SIZES:=8192x8192 10240x2048 512x2048 2048x512}" "${MATMUL_ITERS:=50}"
-: "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=285}" "${PY:=python3}" "${JOBS:=$(nproc)}"
+: "${ADAPTER:=auto}" "${MATMUL_SIZES:=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
+: "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
+: "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
-: "${HF_DEVICE:=cuda}" "${HF_CHECK_F32:=1}"
+: "${BIG_MODEL:=/tmp/strata-model-big}"
+: "${HF_DEVICE:=cuda}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -78,10 +88,14 @@ if [ -n "$STAGE" ] && ls "$STAGE"/whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 fi
 
-# 2. the random checkpoint (numpy only) in the background while the engine builds
-mkdir -p "$MODEL"
+# 2. the random checkpoints (numpy only) in the background while the engine builds
+mkdir -p "$MODEL" "$BIG_MODEL"
 ( PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} timeout 90 $PY bench/webgpu_decode.py make "$MODEL" \
-    --preset "$PRESET" --out "$RES" >"$WORK/make.txt" 2>&1 ) &
+    --preset "$PRESET" --label anchor --out "$RES" >"$WORK/make.txt" 2>&1
+  if [ "$BIG" = 1 ]; then
+    PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} timeout 150 $PY bench/webgpu_decode.py make "$BIG_MODEL" \
+      --preset "$BIG_PRESET" --repeat-experts --label "$BIG_PRESET" --set $BIG_SET --out "$RES" >>"$WORK/make.txt" 2>&1
+  fi ) &
 MAKE_PID=$!
 
 # 3. build: cmake + ninja, Release, WebGPU on
@@ -102,7 +116,7 @@ step configure 60 cmake -S "$SRC" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Rel
 grep -i "webgpu\|python" "$WORK/configure.txt" | head -5
 step build 150 cmake --build "$BUILD" -j "$JOBS" >"$WORK/build.txt" 2>&1 || { tail -40 "$WORK/build.txt"; exit 1; }
 echo "== built $(ls "$BUILD"/_engine*.so) at t=$(elapsed)s"
-export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app:$PYTHONPATH STRATA_WEBGPU_ADAPTER=$ADAPTER
+export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} STRATA_WEBGPU_ADAPTER=$ADAPTER
 
 # 4. the adapter and its limits
 step "strata info --gpu $ADAPTER" 30 $PY -m strata info --gpu "$ADAPTER"
@@ -116,27 +130,40 @@ for size in $MATMUL_SIZES; do
        "$WORK/matmul_$size.json" | tee -a "$RES"
 done
 
-# 6. end-to-end decode: wait for the checkpoint, then webgpu, cpu, transformers, one at a time
-wait $MAKE_PID; cat "$WORK/make.txt"
-if [ -f "$MODEL/config.json" ]; then
-  step "decode strata webgpu" 70 $PY bench/webgpu_decode.py strata "$MODEL" --backend webgpu --tokens "$TOKENS" \
-    --max-seconds 40 --out "$RES"
-  step "decode strata cpu" 45 $PY bench/webgpu_decode.py strata "$MODEL" --backend cpu --tokens "$TOKENS" \
-    --max-seconds 25 --out "$RES"
-  step "decode transformers $HF_DEVICE eager bf16" 70 $PY bench/webgpu_decode.py hf "$MODEL" --device "$HF_DEVICE" \
-    --tokens "$TOKENS" --max-seconds 30 --out "$RES"
-else
-  echo "== no checkpoint at $MODEL: decode skipped"
-fi
-
-# 7. the card's own ceilings (torch copy, cuBLAS matvec), for the ratios
+# 6. the card's own ceilings (torch copy, cuBLAS matvec): the bandwidth the ratios refer to
 step "torch ceiling" 30 $PY bench/webgpu_decode.py ceiling --out "$RES"
 
-# 8. transformers in float32: is strata computing the same function (greedy ids vs strata cpu)?
-if [ -f "$MODEL/config.json" ] && [ "$HF_CHECK_F32" = 1 ]; then
-  step "decode transformers $HF_DEVICE eager f32 (agreement check)" 40 $PY bench/webgpu_decode.py hf "$MODEL" \
-    --device "$HF_DEVICE" --dtype float32 --tokens "$TOKENS" --max-seconds 20 --out "$RES"
+# 7. decode on both checkpoints: webgpu (tok/s, weight bytes per step / time, window costs),
+#    then transformers on the same checkpoint; the 80B-A3B shape right after the anchor, so a
+#    slow step late in the run costs only the extras below
+wait $MAKE_PID; cat "$WORK/make.txt"
+decode() {  # decode LABEL DIR TOKENS CAP_GPU CAP_HF
+  local label=$1 dir=$2 tokens=$3 cap_gpu=$4 cap_hf=$5
+  [ -f "$dir/config.json" ] || { echo "== no checkpoint at $dir: $label skipped"; return; }
+  step "[$label] strata webgpu decode + window cost" "$cap_gpu" $PY bench/webgpu_decode.py strata "$dir" \
+    --backend webgpu --tokens "$tokens" --max-seconds 30 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" \
+    --label "$label" --out "$RES"
+  step "[$label] transformers $HF_DEVICE eager bf16" "$cap_hf" $PY bench/webgpu_decode.py hf "$dir" \
+    --device "$HF_DEVICE" --tokens "$tokens" --max-seconds 30 --label "$label" --out "$RES"
+}
+decode anchor "$MODEL" "$TOKENS" 60 60
+[ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120
+
+# 8. lossless drafting on the GPU: an edit workload, drafting off vs on, the model's own output
+#    (identical?) and forced to the recorded answers (the speed of a model that copies well)
+if [ -f "$MODEL/config.json" ]; then
+  for mode in model forced; do
+    flag=(); [ $mode = forced ] && flag=(--forced)
+    step "[anchor] drafting off/on on webgpu ($mode)" 45 $PY bench/spec_decode.py --model "$MODEL" --backend webgpu \
+      --only "$WORKLOAD" --max-new "$SPEC_MAX_NEW" "${flag[@]}" --wait-quiet 0 --retry-busy 0 \
+      --results "$RES" --label anchor >"$WORK/spec_$mode.txt" 2>&1
+    tail -6 "$WORK/spec_$mode.txt"
+  done
 fi
+
+# 9. strata's own CPU path on the anchor, for scale
+[ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
+  --backend cpu --tokens "$TOKENS" --max-seconds 15 --label anchor --out "$RES"
 
 echo
 echo "================ h200_webgpu table (t=$(elapsed)s, $(date -u +%FT%TZ)) ================"

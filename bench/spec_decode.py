@@ -199,7 +199,7 @@ def model_bench(args, workloads, tok) -> list[dict]:
     if _pack.is_pack(path):
         engine = _pack.load_pack(path, threads=args.threads)
     else:
-        engine = strata.load(path, threads=args.threads)
+        engine = strata.load(path, threads=args.threads, backend=args.backend)
     rows = []
     for w in workloads:
         best: dict[str, dict] = {}
@@ -250,6 +250,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the fastest counts")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "webgpu", "auto"], help="compute backend")
+    ap.add_argument("--results", type=Path, help="append one JSON line per workload (bench/webgpu_decode.py table)")
+    ap.add_argument("--label", default=None, help="the model's name in --results")
     benchlib.add_quiet_args(ap)
     args = ap.parse_args(argv)
 
@@ -287,6 +290,14 @@ def main(argv=None) -> int:
                       f"{r['speedup']:.2f}x | {r['speedup_median_cost']:.2f}x | {r['acceptance']:.2f} | "
                       f"{r['mean_keep']:.2f} | {fmt_hist(r['t_hist'])} | {'yes' if r['identical'] else 'NO'} | "
                       + (f"{o:.2f}" if o is not None else "?") + (" (busy)" if r["busy"] else "") + " |")
+            if args.results:
+                with open(args.results, "a") as f:
+                    for r in mrows:
+                        f.write(json.dumps({"what": "spec", "model": args.label, "backend": args.backend,
+                                            "mode": "forced" if args.forced else "model",
+                                            **{k: r[k] for k in ("workload", "tokens", "off_tok_s", "on_tok_s",
+                                                                 "speedup", "acceptance", "mean_keep",
+                                                                 "identical")}}) + "\n")
             c = mrows[0]
             print(f"\nwindow cost T=1: {c['cost_T1_ms']:.2f} ms; estimated cost(4)/cost(1) = {c['cost_T4_over_T1']:.2f}")
     if args.json:

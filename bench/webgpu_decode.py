@@ -1,9 +1,11 @@
 """End-to-end T=1 decode on one random checkpoint: strata's webgpu and cpu backends against
 transformers (CUDA eager where there is a GPU), for the H200 measurement of bench/h200_webgpu.sh.
 
-    python bench/webgpu_decode.py make DIR [--preset bench] [--dtype bfloat16]
+    python bench/webgpu_decode.py make DIR [--preset bench|a3b] [--dtype bfloat16] [--repeat-experts]
+                                           [--set key=value ...]
     python bench/webgpu_decode.py strata DIR --backend webgpu|cpu [--tokens 64] [--max-seconds S]
-    python bench/webgpu_decode.py hf DIR [--device cuda] [--tokens 64] [--max-seconds S]
+                                           [--window-cost 4,8] [--warm-prompt N] [--label NAME]
+    python bench/webgpu_decode.py hf DIR [--device cuda] [--tokens 64] [--max-seconds S] [--label NAME]
     python bench/webgpu_decode.py ceiling            # torch copy bandwidth and cuBLAS f16 matvec
     python bench/webgpu_decode.py table RESULTS.jsonl
 
@@ -13,6 +15,12 @@ for every engine: a fixed random prompt of --prompt-len ids in one call (last ro
 (pipelines compiled, weights uploaded), then a reset and the timed pass. --max-seconds stops
 the timed pass early (the result says how many tokens it got), so a slow backend still reports.
 Runs in its own process per engine so that a hang is bounded by the caller's `timeout`.
+
+strata also reports the weight bytes a T=1 step touches (the engine's window telemetry: every
+dense weight once, the chosen experts once) over the step time, and with --window-cost the
+median time of windows of T rows (run T tokens, commit 1) against T=1: cost(T)/cost(1).
+--repeat-experts writes one random block for every expert of a shape (a timing model of many
+gigabytes in seconds; routing stays random); --set overrides preset fields (small rehearsals).
 """
 from __future__ import annotations
 
@@ -77,11 +85,54 @@ def cmd_make(args) -> None:
     sys.path.insert(0, os.path.join(REPO, "app"))
     from strata.testing.devmodel import write_random_model
 
+    overrides = {}
+    for kv in args.set or []:
+        k, _, v = kv.partition("=")
+        overrides[k] = int(v)
+    blocks: dict = {}
+
+    def repeated(name, shape):
+        if ".mlp.experts." not in name:
+            return None
+        if shape not in blocks:
+            import numpy as np
+
+            rng = np.random.default_rng(len(blocks))
+            a = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[-1]))
+            u = a.view(np.uint32).astype(np.uint64)
+            bits = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2") if args.dtype == "bfloat16"
+                    else a.astype("<f2" if args.dtype == "float16" else "<f4"))
+            blocks[shape] = bits.tobytes()
+        return blocks[shape]
+
     t = time.perf_counter()
-    write_random_model(args.dir, arch=args.arch, seed=0, preset=args.preset, dtype=args.dtype)
+    write_random_model(args.dir, arch=args.arch, seed=0, preset=args.preset, dtype=args.dtype,
+                       tensor_bytes=repeated if args.repeat_experts else None, **overrides)
     size = sum(os.path.getsize(os.path.join(args.dir, f)) for f in os.listdir(args.dir))
-    emit({"what": "make", "dir": args.dir, "arch": args.arch, "preset": args.preset, "dtype": args.dtype,
-          "bytes": size, "seconds": time.perf_counter() - t}, args.out)
+    emit({"what": "make", "model": args.label or args.preset, "dir": args.dir, "arch": args.arch,
+          "preset": args.preset, "dtype": args.dtype, "set": overrides, "bytes": size,
+          "seconds": time.perf_counter() - t}, args.out)
+
+
+def window_costs(eng, sizes: list[int], vocab: int, budget_s: float = 6.0) -> dict:
+    """Median seconds of a window of T rows (run T tokens, commit 1: the drafts rejected), T in sizes."""
+    import statistics
+
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    out = {}
+    for T in sizes:
+        times = []
+        t_end = time.perf_counter() + budget_s / max(1, len(sizes))
+        while len(times) < 3 or (len(times) < 12 and time.perf_counter() < t_end):
+            ids = [int(i) for i in rng.integers(0, vocab, T)]
+            t = time.perf_counter()
+            eng.run(ids)
+            eng.commit(1)
+            times.append(time.perf_counter() - t)
+        out[T] = statistics.median(times[1:] if len(times) > 3 else times)
+    return out
 
 
 def cmd_strata(args) -> None:
@@ -107,13 +158,20 @@ def cmd_strata(args) -> None:
     prompt = prompt_ids(vocab, args.prompt_len)
     clock = time.perf_counter
     t = clock()
+    if args.warm_prompt:  # routes through (nearly) every expert, so none is uploaded while timed
+        prefill(prompt_ids(vocab, args.warm_prompt, seed=2))
+        eng.reset()
     prefill(prompt)
     for tok in prompt[:4]:
         step(tok)
     warmup_s = clock() - t
+    touched = eng.last_telemetry().get("weight_bytes", 0)  # a T=1 step's weights (dense + its experts)
     eng.reset()
     res = timed_pass(prefill, step, prompt, args)
-    info = {"backend": getattr(eng, "backend", args.backend), "threads": threads}
+    info = {"backend": getattr(eng, "backend", args.backend), "threads": threads,
+            "step_weight_bytes": touched,
+            "weight_gb_s": touched * res["tok_s"] / 1e9 if touched else None}
+    counters = eng.backend_counters()
     if args.backend == "webgpu":
         from strata import webgpu
 
@@ -121,7 +179,18 @@ def cmd_strata(args) -> None:
             info["adapter"] = webgpu.describe(webgpu.backend_adapter())["device"]
         except Exception as exc:  # the timing above stands; the name is only for the report
             info["adapter"] = f"? ({exc})"
-    emit({"what": f"strata-{args.backend}", "load_s": load_s, "warmup_s": warmup_s, **info, **res}, args.out)
+    # the decode line first: a window-cost pass cut short by the caller's timeout loses only itself
+    emit({"what": f"strata-{args.backend}", "model": args.label, "load_s": load_s, "warmup_s": warmup_s, **info,
+          **res}, args.out)
+    if args.window_cost:
+        sizes = sorted({1, *[int(x) for x in args.window_cost.split(",")]})
+        c0 = eng.backend_counters()
+        costs = window_costs(eng, sizes, vocab)
+        c1 = eng.backend_counters()
+        emit({"what": "window-cost", "model": args.label, "backend": args.backend,
+              "window_cost_s": {str(T): c for T, c in costs.items()},
+              "window_cost_ratio": {str(T): c / costs[1] for T, c in costs.items()},
+              "counters_before": c0, "counters_after": c1, "counters_at_decode_end": counters}, args.out)
 
 
 def cmd_hf(args) -> None:
@@ -161,7 +230,7 @@ def cmd_hf(args) -> None:
     res = greedy_decode(prefill, step, vocab, args)
     sync()
     res.pop("prompt")
-    emit({"what": f"transformers-{device}-{args.dtype}", "dtype": args.dtype, "attn": "eager", "load_s": load_s,
+    emit({"what": f"transformers-{device}-{args.dtype}", "model": args.label, "dtype": args.dtype, "attn": "eager", "load_s": load_s,
           "torch": torch.__version__, "transformers": transformers.__version__,
           "gpu": torch.cuda.get_device_name() if device == "cuda" else None, **res}, args.out)
 
@@ -235,36 +304,61 @@ def cmd_table(args) -> None:
             continue
         extra = " ".join(f"{k.split('_', 3)[-1]}={v:.1f}" for k, v in r.items() if k.startswith("cublas") and k.endswith("_us"))
         out.append(f"torch copy {r['copy_gb_s']:.4g} GB/s (read+write); cuBLAS f16 us: {extra}")
-    dec = {}
-    for what in sorted(by, key=lambda w: (not w.startswith("strata-webgpu"), not w.startswith("strata"), w)):
-        if not what.startswith(("strata-", "transformers-")):
-            continue
-        for r in by[what]:
-            dec[what] = r
-            extra = f" adapter={r['adapter']}" if "adapter" in r else ""
-            extra += f" threads={r['threads']}" if "threads" in r else ""
-            out.append(f"decode {what:26s} {r['tok_s']:9.2f} tok/s ({r['decode_tokens']} tok in {r['decode_s']:.2f} s;"
-                       f" prefill {r['prefill_s']:.3f} s, load {r['load_s']:.1f} s){extra}")
+    models = []
+    for r in rows:
+        if r.get("what", "").startswith(("strata-", "transformers-")) and r.get("model") not in models:
+            models.append(r.get("model"))
+    copy = next((r["copy_gb_s"] for r in by.get("ceiling", []) if "copy_gb_s" in r), None)
+    read_bw = copy  # bytes moved per second by a device copy: the rate the card reads at
 
     def agreement(a: list, b: list) -> str:
         n = min(len(a), len(b))
         same = next((i for i in range(n) if a[i] != b[i]), n)
         return f"EQUAL over {n} tokens" if same == n else f"first {same} of {n} tokens agree"
 
-    cpu, gpu = dec.get("strata-cpu"), dec.get("strata-webgpu")
-    if gpu and cpu:
-        out.append(f"greedy strata webgpu vs cpu: {agreement(gpu['greedy'], cpu['greedy'])}")
-    for what, r in dec.items():
-        if what.startswith("transformers-") and cpu:
-            out.append(f"greedy {what} vs strata cpu: {agreement(r['greedy'], cpu['greedy'])}")
-    hf = next((r for w, r in dec.items() if w.startswith("transformers-cuda-bfloat16")), None) or next(
-        (r for w, r in dec.items() if w.startswith("transformers-") and w.endswith("bfloat16")), None)
-    if hf and gpu:
-        out.append(f"decode speed strata webgpu / transformers {hf['what'][13:]}: {gpu['tok_s'] / hf['tok_s']:.3f}x")
-    if hf and cpu:
-        out.append(f"decode speed strata cpu / transformers {hf['what'][13:]}: {cpu['tok_s'] / hf['tok_s']:.3f}x")
+    for model in models:
+        dec = {}
+        for what in sorted(by, key=lambda w: (not w.startswith("strata-webgpu"), not w.startswith("strata"), w)):
+            if not what.startswith(("strata-", "transformers-")):
+                continue
+            for r in by[what]:
+                if r.get("model") != model:
+                    continue
+                dec[what] = r
+                extra = f" adapter={r['adapter']}" if "adapter" in r else ""
+                extra += f" threads={r['threads']}" if "threads" in r else ""
+                if r.get("weight_gb_s"):
+                    extra += f" | weights {r['step_weight_bytes'] / 1e6:.0f} MB/step = {r['weight_gb_s']:.1f} GB/s"
+                    if read_bw:
+                        extra += f" = {100 * r['weight_gb_s'] / read_bw:.0f}% of the read bandwidth"
+                out.append(f"[{model}] decode {what:24s} {r['tok_s']:9.2f} tok/s ({r['decode_tokens']} tok in "
+                           f"{r['decode_s']:.2f} s; prefill {r['prefill_s']:.3f} s, load {r['load_s']:.1f} s){extra}")
+        for r in by.get("window-cost", []):
+            if r.get("model") == model:
+                wc = " ".join(f"T{T}={1e3 * r['window_cost_s'][T]:.2f}ms({x:.2f}x)"
+                              for T, x in r["window_cost_ratio"].items())
+                out.append(f"[{model}] window cost strata-{r['backend']} (run T, commit 1): {wc}")
+        cpu, gpu = dec.get("strata-cpu"), dec.get("strata-webgpu")
+        if gpu and cpu:
+            out.append(f"[{model}] greedy strata webgpu vs cpu: {agreement(gpu['greedy'], cpu['greedy'])}")
+        for what, r in dec.items():
+            if what.startswith("transformers-") and (cpu or gpu):
+                ref = cpu or gpu
+                out.append(f"[{model}] greedy {what} vs strata {ref['what'][7:]}: {agreement(r['greedy'], ref['greedy'])}")
+        hf = next((r for w, r in dec.items() if w.startswith("transformers-cuda-bfloat16")), None) or next(
+            (r for w, r in dec.items() if w.startswith("transformers-") and w.endswith("bfloat16")), None)
+        if hf and gpu:
+            out.append(f"[{model}] decode speed strata webgpu / transformers {hf['what'][13:]}: "
+                       f"{gpu['tok_s'] / hf['tok_s']:.3f}x")
+        if hf and cpu:
+            out.append(f"[{model}] decode speed strata cpu / transformers {hf['what'][13:]}: {cpu['tok_s'] / hf['tok_s']:.3f}x")
+    for r in by.get("spec", []):
+        out.append(f"[{r.get('model')}] drafting {r['mode']} on {r['backend']} ({r['workload']}): off {r['off_tok_s']:.1f} "
+                   f"tok/s, on {r['on_tok_s']:.1f} tok/s, speedup {r['speedup']:.2f}x, acceptance "
+                   f"{r['acceptance']:.2f}, identical output: {r['identical']}")
     for r in by.get("make", []):
-        out.append(f"model: {r['arch']} preset={r['preset']} {r['dtype']} {r['bytes'] / 1e6:.0f} MB")
+        out.append(f"model {r.get('model')}: {r['arch']} preset={r['preset']} {r['dtype']} {r['bytes'] / 1e6:.0f} MB"
+                   + (f" set={r['set']}" if r.get("set") else ""))
     print("\n".join(out) if out else "(no results)")
 
 
@@ -276,13 +370,20 @@ def main() -> None:
     p.add_argument("--arch", default="qwen3_next")
     p.add_argument("--preset", default="bench")
     p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--repeat-experts", action="store_true", help="one random block per expert shape")
+    p.add_argument("--set", nargs="*", help="preset overrides key=value (integers)")
+    p.add_argument("--label", default=None)
     for name in ("strata", "hf"):
         p = sub.add_parser(name)
         p.add_argument("dir")
         p.add_argument("--tokens", type=int, default=64)
         p.add_argument("--prompt-len", type=int, default=16)
         p.add_argument("--max-seconds", type=float, default=0.0)
+        p.add_argument("--label", default=None, help="the model's name in the results")
         if name == "strata":
+            p.add_argument("--window-cost", default="", help="window sizes T to time against T=1, e.g. 4,8")
+            p.add_argument("--warm-prompt", type=int, default=0,
+                           help="a warm-up prefill of this many random tokens first (every expert uploaded)")
             p.add_argument("--backend", default="cpu", choices=("cpu", "webgpu"))
             p.add_argument("--threads", type=int, default=0)
         else:

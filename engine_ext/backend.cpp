@@ -11,7 +11,8 @@ namespace strata {
 namespace {
 const char* const kOpNames[kOpCount] = {"embed",      "rmsnorm",    "gated_rmsnorm", "matmul", "rotary",
                                         "attention",  "causal_conv", "gdn_inputs",   "gdn_step", "router_topk",
-                                        "gather",     "swiglu",     "moe_combine",   "add"};
+                                        "gather",     "swiglu",     "moe_combine",   "add",
+                                        "copy"};
 
 struct Registry {
     std::mutex mu;

@@ -41,8 +41,9 @@ enum class Op : int {
     SwiGlu,         // silu(g) * u
     MoeCombine,     // sum_j w_j * expert_out_j (+ sigmoid(gate) * shared)
     Add,            // x += y
+    Copy,           // strided copy of rows x heads vectors (exact)
 };
-constexpr int kOpCount = int(Op::Add) + 1;
+constexpr int kOpCount = int(Op::Copy) + 1;
 const char* op_name(Op op);
 bool op_from_name(const std::string& name, Op& out);
 // Ops whose result depends on a weight format (the others take f32 and ignore the format).
@@ -167,6 +168,47 @@ public:
                              const float* shared, const float* shared_gate, float* out) = 0;
     // x[i] += y[i]
     virtual void add(float* x, const float* y, size_t n) = 0;
+    // dst vector (r, h) = src vector (r, h), rows x heads vectors of `dim` (no overlap).
+    virtual void copy(RowsC src, RowsF dst, int rows, int heads, int dim) = 0;
+
+    // Device-resident arrays. A backend that computes in its own memory (webgpu) keeps a
+    // device copy of each attached host array and treats that copy as the current one: ops
+    // whose arguments lie in it read and write it there, and nothing goes back to the host
+    // unless asked. The engine and the layers attach their activations (the scratch arena) and
+    // their state, and say where the host itself reads (to_host) or writes (from_host) such an
+    // array between ops. Unattached arrays are host memory as ever. All no-ops on the CPU.
+    // attach: `upload` copies the host contents in (else the device copy starts undefined).
+    virtual void attach(const void* /*p*/, size_t /*bytes*/, bool /*upload*/) {}
+    virtual void detach(const void* /*p*/) {}
+    virtual void to_host(const void* /*p*/, size_t /*bytes*/) {}
+    virtual void from_host(const void* /*p*/, size_t /*bytes*/) {}
+    // What the backend counts about itself since it was made (webgpu: submits, dispatches).
+    virtual std::vector<std::pair<std::string, double>> counters() const { return {}; }
+};
+
+// An attached host array (Backend::attach) that follows its storage: set() re-attaches when the
+// array moved or grew, and the destructor detaches it.
+class Attached {
+public:
+    Attached() = default;
+    Attached(const Attached&) = delete;
+    Attached& operator=(const Attached&) = delete;
+    ~Attached() {
+        if (be_ && p_) be_->detach(p_);
+    }
+    void set(Backend& be, const void* p, size_t bytes, bool upload) {
+        if (be_ == &be && p == p_ && bytes <= bytes_) return;
+        if (be_ && p_) be_->detach(p_);
+        be_ = &be;
+        p_ = p;
+        bytes_ = bytes;
+        if (p && bytes) be.attach(p, bytes, upload);
+    }
+
+private:
+    Backend* be_ = nullptr;
+    const void* p_ = nullptr;
+    size_t bytes_ = 0;
 };
 
 // Backends join by registering a factory under a name (the CPU backend is always there).

@@ -86,6 +86,15 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors, std
                                 (B.in_norm.size() + B.post_norm.size()) * sizeof(float));
     expert_bytes_.assign(n_moe_layers_, 0);
     tele_.union_per_layer.assign(n_moe_layers_, 0);
+    auto attach = [&](const std::vector<float>& v) {
+        attached_.push_back(std::make_unique<Attached>());
+        attached_.back()->set(*be_, v.data(), v.size() * sizeof(float), true);
+    };
+    attach(final_norm_);
+    for (const auto& B : blocks_) {
+        attach(B.in_norm);
+        attach(B.post_norm);
+    }
 }
 
 Engine::~Engine() = default;
@@ -104,6 +113,7 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
     } exact_after{be};
     be.set_prefill(prefill);
     scratch_.reset();
+    arena_.set(be, scratch_.base(), scratch_.capacity(), false);  // activations live on the device
     ScratchScope sc(scratch_);
     float* x = sc.alloc<float>(size_t(n) * H);
     float* h = sc.alloc<float>(size_t(n) * H);

@@ -54,6 +54,7 @@ public:
     bool lazy_fold() const { return opt_.lazy_fold; }
     int threads() const { return be_->threads(); }
     std::string backend() const { return be_->name(); }
+    std::vector<std::pair<std::string, double>> backend_counters() const { return be_->counters(); }
     std::shared_ptr<ExpertStore> expert_store() const { return store_; }
     // Cache-aware routing (MoCE, routing_moce.h): off by default; any active mode marks windows
     // approximate. Set between windows only.
@@ -104,6 +105,9 @@ private:
     int64_t dense_bytes_ = 0;                   // every non-expert weight a run reads, but the embedding
     std::vector<float> logits_;
     WindowTelemetry tele_;
+    // the scratch arena and the norm weights, attached to the backend (device copies on a GPU)
+    Attached arena_;
+    std::vector<std::unique_ptr<Attached>> attached_;
     std::mutex mu_;
 };
 

@@ -154,6 +154,12 @@ void register_model(py::module_& m) {
         .def_property_readonly("window_open", &Engine::window_open)
         .def_property_readonly("threads", &Engine::threads)
         .def_property_readonly("backend", &Engine::backend)
+        .def("backend_counters",
+             [](const Engine& e) {
+                 py::dict d;
+                 for (auto& [k, v] : e.backend_counters()) d[py::str(k)] = v;
+                 return d;
+             })
         .def_property_readonly("fold", [](const Engine& e) { return e.lazy_fold() ? "lazy" : "eager"; })
         .def_property_readonly("expert_store", &Engine::expert_store)
         .def_property_readonly("config",

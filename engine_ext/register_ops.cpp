@@ -352,6 +352,24 @@ void register_calls(py::module_& o) {
               return out;
           },
           py::arg("backend"), py::arg("x"), py::arg("y"), py::arg("threads") = 1);
+    o.def("copy",
+          [](const std::string& b, const F32& src, int heads, int threads) {
+              // src (rows, heads * dim) read with a head stride of 2 * dim from a wider array, so
+              // the strides are exercised: row r head h = src[r, h*dim:(h+1)*dim]
+              Backend& be = backend(b, threads);
+              need(src.ndim() == 2 && heads >= 1 && src.shape(1) % heads == 0, "copy: src (rows, heads * dim)");
+              int rows = int(src.shape(0)), dim = int(src.shape(1)) / heads;
+              std::vector<float> wide(size_t(rows) * heads * 2 * dim, 0.f);
+              for (int r = 0; r < rows; ++r)
+                  for (int h = 0; h < heads; ++h)
+                      std::memcpy(&wide[(size_t(r) * heads + h) * 2 * dim], src.data() + (size_t(r) * heads + h) * dim,
+                                  sizeof(float) * dim);
+              F32 out = out_like({rows, heads * dim});
+              py::gil_scoped_release rel;
+              be.copy({wide.data(), heads * 2 * dim, 2 * dim}, {out.mutable_data(), heads * dim, dim}, rows, heads, dim);
+              return out;
+          },
+          py::arg("backend"), py::arg("src"), py::arg("heads") = 1, py::arg("threads") = 1);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ public:
     // pass's high-water mark, so the next pass fits without allocating.
     void reset();
     size_t capacity() const { return cap_; }
+    void* base() const { return base_; }
 
 private:
     void* raw(size_t bytes);

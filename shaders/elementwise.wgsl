@@ -7,8 +7,8 @@ struct Params {
     m: u32,  // bias_add: length of b, broadcast over rows of a
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = {{WG}}u;

@@ -10,8 +10,8 @@ struct Params {
     ld_out: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> ids: array<u32>;
-@group(0) @binding(2) var<storage, read> table: array<u32>;
+@group(0) @binding(1) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(2) var<storage, read_write> table: array<u32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = {{WG}}u;

@@ -16,11 +16,11 @@ struct Params {
     eps: f32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> g: array<f32>;
-@group(0) @binding(5) var<storage, read> beta: array<f32>;
+@group(0) @binding(1) var<storage, read_write> q: array<f32>;
+@group(0) @binding(2) var<storage, read_write> k: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> g: array<f32>;
+@group(0) @binding(5) var<storage, read_write> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
@@ -68,7 +68,7 @@ fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
 // The engine's step: q (already L2-normalised and scaled) and k (normalised) come from
 // gdn_inputs, `decay` is exp(g). Row 0 reads S0, every row updates S (state after all rows).
 // Same per-column order as gdn_window.
-@group(0) @binding(8) var<storage, read> s0: array<f32>;
+@group(0) @binding(8) var<storage, read_write> s0: array<f32>;
 
 @compute @workgroup_size({{WG}})
 fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {

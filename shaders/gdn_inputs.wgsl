@@ -11,11 +11,11 @@ struct Params {
     ld_ba: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> conv: array<f32>;
-@group(0) @binding(2) var<storage, read> b_in: array<f32>;
-@group(0) @binding(3) var<storage, read> a_in: array<f32>;
-@group(0) @binding(4) var<storage, read> A: array<f32>;
-@group(0) @binding(5) var<storage, read> dt_bias: array<f32>;
+@group(0) @binding(1) var<storage, read_write> conv: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b_in: array<f32>;
+@group(0) @binding(3) var<storage, read_write> a_in: array<f32>;
+@group(0) @binding(4) var<storage, read_write> A: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dt_bias: array<f32>;
 @group(0) @binding(6) var<storage, read_write> q: array<f32>;
 @group(0) @binding(7) var<storage, read_write> k: array<f32>;
 @group(0) @binding(8) var<storage, read_write> v: array<f32>;

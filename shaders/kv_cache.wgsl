@@ -7,8 +7,8 @@ struct Params {
     pos0: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> k_new: array<f32>;
-@group(0) @binding(2) var<storage, read> v_new: array<f32>;
+@group(0) @binding(1) var<storage, read_write> k_new: array<f32>;
+@group(0) @binding(2) var<storage, read_write> v_new: array<f32>;
 @group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
 

@@ -1,7 +1,10 @@
 // y[t][col0 + n] = dot(x[t], W[n]) for one chunk of weight rows, weights f32 / f16 / bf16.
-// Batch invariance: a workgroup owns one weight row; thread `lid` sums the k = lid, lid+WG, ...
-// terms of every token in a fixed order, then a fixed tree over the WG partials. Tokens are
-// processed in blocks of TB with the same code path whatever T, so y[t] never depends on T.
+// Batch invariance: a workgroup owns one weight row; thread `lid` sums the words lid, lid+WG,
+// ... of that row for every token in a fixed order, then a fixed tree over the WG partials.
+// Tokens are processed in blocks of TB; each token's sum is its own accumulator, so skipping
+// the absent tokens of the last block changes nothing: y[t] never depends on T.
+// The `_v4` entry points read four words (8 half values or 4 floats) per load; the host picks
+// them when a row is a whole number of 16-byte vectors. Either way one row's order is fixed.
 struct Params {
     T: u32,          // rows of x
     K: u32,          // reduction length (columns of W)
@@ -11,19 +14,22 @@ struct Params {
     y_stride: u32,   // floats between rows of y
     col0: u32,       // first output column of this chunk
     groups_x: u32,   // workgroups along x (weight row = wid.y * groups_x + wid.x)
+    x_off: u32,      // first float of x in its buffer
+    y_off: u32,      // first float of y in its buffer
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> w4: array<vec4<u32>>;
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
 var<workgroup> partial: array<f32, WG * TB>;
 
-// Rows past T (the tail of the last token block) and the pad lane of an odd K read as 0.
+// The pad lane of an odd K reads as 0.
 fn x_at(t: u32, k: u32) -> f32 {
-    if (t < p.T && k < p.K) { return x[t * p.x_stride + k]; }
+    if (k < p.K) { return x[p.x_off + t * p.x_stride + k]; }
     return 0.0;
 }
 
@@ -31,19 +37,24 @@ fn bf16_pair(word: u32) -> vec2<f32> {
     return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
 }
 
+fn pair(word: u32) -> vec2<f32> {
+    if ({{BF16}}u == 1u) { return bf16_pair(word); }
+    return unpack2x16float(word);
+}
+
 // Fixed-order tree over the WG partials of each token of the block, then one write per token.
-fn reduce_and_store(lid: u32, n: u32, t0: u32) {
+fn reduce_and_store(lid: u32, n: u32, t0: u32, nt: u32) {
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         workgroupBarrier();
         if (lid < s) {
-            for (var j = 0u; j < TB; j++) {
+            for (var j = 0u; j < nt; j++) {
                 partial[lid * TB + j] = partial[lid * TB + j] + partial[(lid + s) * TB + j];
             }
         }
     }
     workgroupBarrier();
-    if (lid < TB && t0 + lid < p.T) {
-        y[(t0 + lid) * p.y_stride + p.col0 + n] = partial[lid];
+    if (lid < nt) {
+        y[p.y_off + (t0 + lid) * p.y_stride + p.col0 + n] = partial[lid];
     }
     workgroupBarrier();
 }
@@ -55,57 +66,72 @@ fn matmul_f32(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
     if (n >= p.N) { return; }
     let base = n * p.row_words;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        let nt = min(TB, p.T - t0);
         var acc: array<f32, TB>;
         for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
         for (var k = lid; k < p.K; k += WG) {
             let wk = bitcast<f32>(w[base + k]);
-            for (var j = 0u; j < TB; j++) { acc[j] = acc[j] + wk * x_at(t0 + j, k); }
+            for (var j = 0u; j < nt; j++) { acc[j] = acc[j] + wk * x_at(t0 + j, k); }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
-        reduce_and_store(lid, n, t0);
+        reduce_and_store(lid, n, t0, nt);
     }
 }
 
+// f16 and bf16 (BF16 = 1) rows, one word (two values) per load.
 @compute @workgroup_size({{WG}})
-fn matmul_f16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn matmul_half(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
     let n = wid.y * p.groups_x + wid.x;
     if (n >= p.N) { return; }
     let base = n * p.row_words;
     let pairs = (p.K + 1u) / 2u;  // an odd K's last word holds one value and a zero pad
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        let nt = min(TB, p.T - t0);
         var acc: array<f32, TB>;
-        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
         for (var i = lid; i < pairs; i += WG) {
-            let wv = unpack2x16float(w[base + i]);
-            for (var j = 0u; j < TB; j++) {
+            let wv = pair(w[base + i]);
+            for (var j = 0u; j < nt; j++) {
                 acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
                 acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
-        reduce_and_store(lid, n, t0);
+        reduce_and_store(lid, n, t0, nt);
     }
 }
 
+// f16 and bf16 rows of a whole number of vec4<u32> (K a multiple of 8, x rows 4-float aligned):
+// eight values per load, their products summed in lane order into the token's accumulator.
 @compute @workgroup_size({{WG}})
-fn matmul_bf16(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
     let n = wid.y * p.groups_x + wid.x;
     if (n >= p.N) { return; }
-    let base = n * p.row_words;
-    let pairs = (p.K + 1u) / 2u;
+    let base = n * (p.row_words / 4u);
+    let quads = p.row_words / 4u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        let nt = min(TB, p.T - t0);
         var acc: array<f32, TB>;
-        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }  // explicitly: naga hoists the zero-init out of the loop
-        for (var i = lid; i < pairs; i += WG) {
-            let wv = bf16_pair(w[base + i]);
-            for (var j = 0u; j < TB; j++) {
-                acc[j] = acc[j] + wv.x * x_at(t0 + j, 2u * i);
-                acc[j] = acc[j] + wv.y * x_at(t0 + j, 2u * i + 1u);
+        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
+        for (var i = lid; i < quads; i += WG) {
+            let q = w4[base + i];
+            let a = pair(q.x);
+            let b = pair(q.y);
+            let c = pair(q.z);
+            let d = pair(q.w);
+            let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
+            let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
+            for (var j = 0u; j < nt; j++) {
+                let xb = p.x_off + (t0 + j) * p.x_stride + 8u * i;
+                let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
+                let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
+                acc[j] = acc[j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
             }
         }
         for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
-        reduce_and_store(lid, n, t0);
+        reduce_and_store(lid, n, t0, nt);
     }
 }
+

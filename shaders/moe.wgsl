@@ -7,11 +7,11 @@ struct Params {
     has_shared: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> D: array<f32>;
-@group(0) @binding(2) var<storage, read> slot: array<u32>;
-@group(0) @binding(3) var<storage, read> w: array<f32>;
-@group(0) @binding(4) var<storage, read> shared_out: array<f32>;
-@group(0) @binding(5) var<storage, read> shared_gate: array<f32>;
+@group(0) @binding(1) var<storage, read_write> D: array<f32>;
+@group(0) @binding(2) var<storage, read_write> slot: array<u32>;
+@group(0) @binding(3) var<storage, read_write> w: array<f32>;
+@group(0) @binding(4) var<storage, read_write> shared_out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> shared_gate: array<f32>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = {{WG}}u;

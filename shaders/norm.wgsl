@@ -9,10 +9,10 @@ struct Params {
     groups_x: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read> z: array<f32>;
+@group(0) @binding(4) var<storage, read_write> z: array<f32>;
 
 const WG: u32 = {{WG}}u;
 var<workgroup> red: array<f32, WG>;

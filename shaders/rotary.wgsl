@@ -9,7 +9,7 @@ struct Params {
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read> cs: array<f32>;
+@group(0) @binding(2) var<storage, read_write> cs: array<f32>;
 
 const WG: u32 = {{WG}}u;
 

@@ -32,7 +32,7 @@ TOLERANCE = {
     # backends without a row of their own (a new one starts here; write its measured row above)
     "*": {"default": 1e-4, "gdn_step": 5e-4, "attention": 5e-4},
 }
-EXACT_OPS = {"gather", "add"}
+EXACT_OPS = {"gather", "add", "copy"}
 # quantized formats: the error of the dequantised product against gguf's dequantisation
 QUANT_TOLERANCE = 2e-5
 
@@ -538,8 +538,24 @@ class Add(Spec):
         return [out], [0 * out]
 
 
+class Copy(Spec):
+    name = "copy"
+    row_args = ("src",)
+
+    def cases(self, rng):
+        return [("random", dict(heads=int(rng.integers(1, 5)), dim=int(rng.integers(1, 70)))),
+                ("anchor", dict(heads=8, dim=64))]
+
+    def make(self, rng, d, T, fmt):
+        return dict(src=_f(rng.standard_normal((T, d["heads"] * d["dim"]))), heads=d["heads"]), {}
+
+    def reference(self, kw, ctx):
+        out = kw["src"].astype(np.float64)
+        return [out], [0 * out]
+
+
 SPECS = {s.name: s for s in (Embed(), Matmul(), RmsNorm(), GatedRmsNorm(), Rotary(), Attention(), CausalConv(),
-                             GdnInputs(), GdnStep(), RouterTopk(), Gather(), SwiGlu(), MoeCombine(), Add())}
+                             GdnInputs(), GdnStep(), RouterTopk(), Gather(), SwiGlu(), MoeCombine(), Add(), Copy())}
 
 
 def run(backend: str, spec: Spec, kw: dict, threads: int = 1) -> list[np.ndarray]:

@@ -1,5 +1,7 @@
 #include "cpu/cpu_backend.h"
 
+#include <cstring>
+
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 
@@ -39,5 +41,12 @@ void CpuBackend::moe_combine(const float* D, const int* slot, const float* w, in
     cpu::moe_combine(D, slot, w, n, k, H, shared, shared_gate, out);
 }
 void CpuBackend::add(float* x, const float* y, size_t n) { cpu::add(x, y, n); }
+
+void CpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
+    for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h)
+            std::memcpy(dst.p + size_t(r) * dst.ld + size_t(h) * dst.hs, src.p + size_t(r) * src.ld + size_t(h) * src.hs,
+                        sizeof(float) * size_t(dim));
+}
 
 }  // namespace strata

@@ -30,6 +30,7 @@ public:
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     void add(float* x, const float* y, size_t n) override;
+    void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
 
 private:
     ThreadPool pool_;

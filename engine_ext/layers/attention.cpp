@@ -16,15 +16,22 @@ AttentionLayer::AttentionLayer(const LayerEnv& env, WeightLoader& w, int l, cons
     o_ = w.linear(layer_name(l, "self_attn.o_proj"), s.hidden, s.n_heads * s.head_dim, s.attn_bias);
     qn_ = w.norm(layer_name(l, "self_attn.q_norm.weight"), s.head_dim);
     kn_ = w.norm(layer_name(l, "self_attn.k_norm.weight"), s.head_dim);
+    qn_dev_.set(env.be, qn_.data(), qn_.size() * sizeof(float), true);
+    kn_dev_.set(env.be, kn_.data(), kn_.size() * sizeof(float), true);
 }
 
 void AttentionLayer::ensure_cells(int64_t need) {
     if (need <= cells_) return;
     int64_t cap = std::max<int64_t>(need, std::min<int64_t>(env_.ctx, std::max<int64_t>(256, cells_ * 2)));
     size_t w = size_t(env_.spec.n_kv) * env_.spec.head_dim;
+    // the committed cells move with the arrays: bring them home, then attach the new arrays
+    env_.be.to_host(kc_.data(), kc_.size() * sizeof(float));
+    env_.be.to_host(vc_.data(), vc_.size() * sizeof(float));
     kc_.resize(size_t(cap) * w);
     vc_.resize(size_t(cap) * w);
     cells_ = cap;
+    kc_dev_.set(env_.be, kc_.data(), kc_.size() * sizeof(float), true);
+    vc_dev_.set(env_.be, vc_.data(), vc_.size() * sizeof(float), true);
 }
 
 void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float* out) {
@@ -45,16 +52,11 @@ void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float*
     float* G = s.attn_gated ? sc.alloc<float>(size_t(n) * nh * hd) : nullptr;
     be.rmsnorm({P, W, qstride}, {Q, nh * hd, hd}, n, nh, hd, qn_.data(), s.eps);
     be.rotary({Q, nh * hd, hd}, n, nh, p0, inv_freq_.data(), half);
-    if (G)
-        for (int t = 0; t < n; ++t)
-            for (int hh = 0; hh < nh; ++hh)
-                std::memcpy(G + (size_t(t) * nh + hh) * hd, P + size_t(t) * W + size_t(hh) * 2 * hd + hd,
-                            sizeof(float) * hd);
+    if (G) be.copy({P + hd, W, 2 * hd}, {G, nh * hd, hd}, n, nh, hd);
     float* kc = kc_.data() + size_t(p0) * kw;
     be.rmsnorm({P + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps);
     be.rotary({kc, kw, hd}, n, nkv, p0, inv_freq_.data(), half);
-    for (int t = 0; t < n; ++t)
-        std::memcpy(vc_.data() + size_t(p0 + t) * kw, P + size_t(t) * W + qw + kw, sizeof(float) * kw);
+    be.copy({P + qw + kw, W, 0}, {vc_.data() + size_t(p0) * kw, kw, 0}, n, 1, kw);
     float* O = sc.alloc<float>(size_t(n) * nh * hd);
     AttentionArgs a;
     a.q = Q;
@@ -83,6 +85,8 @@ size_t AttentionLayer::state_bytes(int64_t pos) const {
 void AttentionLayer::save(StateWriter& w, int64_t pos) const {
     if (pos <= 0) return;
     size_t kw = size_t(env_.spec.n_kv) * env_.spec.head_dim;
+    env_.be.to_host(kc_.data(), size_t(pos) * kw * sizeof(float));
+    env_.be.to_host(vc_.data(), size_t(pos) * kw * sizeof(float));
     w.floats(kc_.data(), size_t(pos) * kw);
     w.floats(vc_.data(), size_t(pos) * kw);
 }
@@ -93,6 +97,8 @@ void AttentionLayer::load(StateReader& r, int64_t pos) {
     size_t kw = size_t(env_.spec.n_kv) * env_.spec.head_dim;
     r.floats(kc_.data(), size_t(pos) * kw);
     r.floats(vc_.data(), size_t(pos) * kw);
+    env_.be.from_host(kc_.data(), size_t(pos) * kw * sizeof(float));
+    env_.be.from_host(vc_.data(), size_t(pos) * kw * sizeof(float));
 }
 
 }  // namespace strata

@@ -29,6 +29,7 @@ private:
     std::vector<float> qn_, kn_;
     std::vector<float> kc_, vc_;  // [cells][n_kv*head_dim]
     int64_t cells_ = 0;
+    Attached kc_dev_, vc_dev_, qn_dev_, kn_dev_;  // the cells and norms on the backend's device
 };
 
 }  // namespace strata

@@ -67,6 +67,44 @@ GdnLayer::GdnLayer(const LayerEnv& env, WeightLoader& w, int l, bool lazy_fold) 
     hist_.assign(size_t(s.conv_k - 1) * conv_dim_, 0.f);
     S_scr_.assign(S_.size(), 0.f);
     hist_scr_.assign(hist_.size(), 0.f);
+    Backend& be = env.be;
+    auto bytes = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+    dev_conv_w_.set(be, conv_w_.data(), bytes(conv_w_), true);
+    dev_A_.set(be, A_.data(), bytes(A_), true);
+    dev_dt_.set(be, dt_bias_.data(), bytes(dt_bias_), true);
+    dev_norm_.set(be, norm_w_.data(), bytes(norm_w_), true);
+    dev_S_.set(be, S_.data(), bytes(S_), true);
+    dev_hist_.set(be, hist_.data(), bytes(hist_), true);
+    dev_S_scr_.set(be, S_scr_.data(), bytes(S_scr_), true);
+    dev_hist_scr_.set(be, hist_scr_.data(), bytes(hist_scr_), true);
+}
+
+// The fused projections' interleaved [q_g k_g v_g z_g] [b_g a_g] groups into canonical
+// [q k v z b a] rows: six strided copies (perm_ spelled out per block), so they run where the
+// activations are.
+void GdnLayer::canonical_from_fused(const float* raw, float* P, int n) {
+    const ModelSpec& s = env_.spec;
+    Backend& be = env_.be;
+    const int nk = s.lin_nk, dk = s.lin_dk, r = s.lin_nv / s.lin_nk, dv = s.lin_dv;
+    const int W1 = 2 * key_dim_ + 2 * value_dim_, W = W1 + 2 * s.lin_nv;
+    const int gw = 2 * dk + 2 * r * dv;
+    be.copy({raw, W, gw}, {P, W, dk}, n, nk, dk);
+    be.copy({raw + dk, W, gw}, {P + key_dim_, W, dk}, n, nk, dk);
+    be.copy({raw + 2 * dk, W, gw}, {P + 2 * key_dim_, W, r * dv}, n, nk, r * dv);
+    be.copy({raw + 2 * dk + r * dv, W, gw}, {P + 2 * key_dim_ + value_dim_, W, r * dv}, n, nk, r * dv);
+    be.copy({raw + W1, W, 2 * r}, {P + W1, W, r}, n, nk, r);
+    be.copy({raw + W1 + r, W, 2 * r}, {P + W1 + s.lin_nv, W, r}, n, nk, r);
+}
+
+void GdnLayer::advance_history(const float* hist, const float* x, int ldx, int n, float* hist_out) {
+    const int K1 = env_.spec.conv_k - 1, cd = conv_dim_;
+    if (K1 <= 0) return;
+    Backend& be = env_.be;
+    ScratchScope sc(env_.scratch);
+    float* all = sc.alloc<float>(size_t(K1 + n) * cd);
+    be.copy({hist, cd, 0}, {all, cd, 0}, K1, 1, cd);
+    be.copy({x, ldx, 0}, {all + size_t(K1) * cd, cd, 0}, n, 1, cd);
+    be.copy({all + size_t(n) * cd, cd, 0}, {hist_out, cd, 0}, K1, 1, cd);
 }
 
 // Value head h = g*r + i (grouped by key head g, the canonical order) sits at g + i*nk in a
@@ -134,6 +172,14 @@ void GdnLayer::begin_window(int T, bool keep_rows) {
     vs_.resize(size_t(T) * value_dim_);
     dec_.resize(size_t(T) * nv);
     beta_.resize(size_t(T) * nv);
+    // the per-row inputs live where the ops run; a moved array is re-attached (contents unused)
+    Backend& be = env_.be;
+    dev_pre_.set(be, pre_.data(), pre_.size() * sizeof(float), false);
+    dev_q_.set(be, qs_.data(), qs_.size() * sizeof(float), false);
+    dev_k_.set(be, ks_.data(), ks_.size() * sizeof(float), false);
+    dev_v_.set(be, vs_.data(), vs_.size() * sizeof(float), false);
+    dev_dec_.set(be, dec_.data(), dec_.size() * sizeof(float), false);
+    dev_beta_.set(be, beta_.data(), beta_.size() * sizeof(float), false);
 }
 
 void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) {
@@ -148,11 +194,7 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
         float* raw = sc.alloc<float>(size_t(n) * W);
         int W1 = 2 * key_dim_ + 2 * value_dim_;
         be.matmul({{h, n, s.hidden, qkvz_.w, nullptr, raw, W}, {h, n, s.hidden, ba_.w, nullptr, raw + W1, W}});
-        for (int t = 0; t < n; ++t) {
-            const float* src = raw + size_t(t) * W;
-            float* dst = P + size_t(t) * W;
-            for (int c = 0; c < W; ++c) dst[c] = src[perm_[c]];
-        }
+        canonical_from_fused(raw, P, n);
     } else {
         float* raw = perm_.empty() ? nullptr : sc.alloc<float>(size_t(n) * W);
         float* dst = perm_.empty() ? P : raw;
@@ -165,8 +207,12 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
             jobs.push_back({h, n, s.hidden, a_.w, nullptr, dst + conv_dim_ + value_dim_ + nv, W});
         }
         be.matmul(jobs);
-        for (int t = 0; t < n && !perm_.empty(); ++t)
-            for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = raw[size_t(t) * W + perm_[c]];
+        if (!perm_.empty()) {  // GGUF head orders: a host permutation (rare layouts, not the fast path)
+            be.to_host(raw, sizeof(float) * size_t(n) * W);
+            for (int t = 0; t < n; ++t)
+                for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = raw[size_t(t) * W + perm_[c]];
+            be.from_host(P, sizeof(float) * size_t(n) * W);
+        }
     }
     const std::vector<float>& hist = first ? hist_ : hist_scr_;
     float* C = sc.alloc<float>(size_t(n) * conv_dim_);
@@ -180,18 +226,9 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     ca.K = K;
     ca.out = C;
     be.causal_conv(ca);
-    if (keep_rows_)
-        for (int t = 0; t < n; ++t)
-            std::memcpy(pre_.data() + size_t(row0 + t) * conv_dim_, P + size_t(t) * W, sizeof(float) * conv_dim_);
+    if (keep_rows_) be.copy({P, W, 0}, {pre_.data() + size_t(row0) * conv_dim_, conv_dim_, 0}, n, 1, conv_dim_);
     // advance the scratch history over these rows: the last K-1 of [history; rows]
-    {
-        const size_t hn = hist_scr_.size();
-        float* all = sc.alloc<float>(size_t(K - 1 + n) * conv_dim_);
-        std::memcpy(all, hist.data(), sizeof(float) * hn);
-        for (int t = 0; t < n; ++t)
-            std::memcpy(all + size_t(K - 1 + t) * conv_dim_, P + size_t(t) * W, sizeof(float) * conv_dim_);
-        std::memcpy(hist_scr_.data(), all + size_t(n) * conv_dim_, sizeof(float) * hn);
-    }
+    advance_history(hist.data(), P, W, n, hist_scr_.data());
     // step inputs: straight into the kept per-row buffers when the window keeps them
     float *q, *k, *v, *de, *be_;
     if (keep_rows_) {
@@ -245,10 +282,8 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     const float* o_in = O;
     if (s.lin_v_tiled) {  // the output projection's input columns are in the file's head order
         float* Of = sc.alloc<float>(size_t(n) * value_dim_);
-        for (int t = 0; t < n; ++t)
-            for (int hh = 0; hh < nv; ++hh)
-                std::memcpy(Of + size_t(t) * value_dim_ + size_t(file_head(hh)) * dv,
-                            O + size_t(t) * value_dim_ + size_t(hh) * dv, sizeof(float) * dv);
+        for (int hh = 0; hh < nv; ++hh)
+            be.copy({O + size_t(hh) * dv, value_dim_, 0}, {Of + size_t(file_head(hh)) * dv, value_dim_, 0}, n, 1, dv);
         o_in = Of;
     }
     be.matmul({{o_in, n, value_dim_, out_.w, nullptr, out, s.hidden}});
@@ -271,12 +306,7 @@ void GdnLayer::fold(int keep) {
     st.d_v = s.lin_dv;
     st.out = nullptr;
     env_.be.gdn_step(st);
-    const int K = s.conv_k;
-    ScratchScope sc(env_.scratch);
-    float* all = sc.alloc<float>(size_t(K - 1 + keep) * conv_dim_);
-    std::memcpy(all, hist_.data(), sizeof(float) * hist_.size());
-    std::memcpy(all + hist_.size(), pre_.data(), sizeof(float) * size_t(keep) * conv_dim_);
-    std::memcpy(hist_.data(), all + size_t(keep) * conv_dim_, sizeof(float) * hist_.size());
+    advance_history(hist_.data(), pre_.data(), conv_dim_, keep, hist_.data());
 }
 
 bool GdnLayer::commit(int keep) {
@@ -310,6 +340,8 @@ size_t GdnLayer::weight_bytes() const {
 size_t GdnLayer::state_bytes(int64_t) const { return (S_.size() + hist_.size()) * sizeof(float); }
 
 void GdnLayer::save(StateWriter& w, int64_t) const {
+    env_.be.to_host(S_.data(), S_.size() * sizeof(float));
+    env_.be.to_host(hist_.data(), hist_.size() * sizeof(float));
     w.floats(S_.data(), S_.size());
     w.floats(hist_.data(), hist_.size());
 }
@@ -317,12 +349,16 @@ void GdnLayer::save(StateWriter& w, int64_t) const {
 void GdnLayer::load(StateReader& r, int64_t) {
     r.floats(S_.data(), S_.size());
     r.floats(hist_.data(), hist_.size());
+    env_.be.from_host(S_.data(), S_.size() * sizeof(float));
+    env_.be.from_host(hist_.data(), hist_.size() * sizeof(float));
     pending_ = 0;
 }
 
 void GdnLayer::reset() {
     std::fill(S_.begin(), S_.end(), 0.f);
     std::fill(hist_.begin(), hist_.end(), 0.f);
+    env_.be.from_host(S_.data(), S_.size() * sizeof(float));
+    env_.be.from_host(hist_.data(), hist_.size() * sizeof(float));
     pending_ = 0;
 }
 

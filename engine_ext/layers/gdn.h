@@ -32,6 +32,9 @@ private:
     int file_head(int h) const;
     void build_split_perm();
     void untile_value_heads();
+    void canonical_from_fused(const float* raw, float* P, int n);
+    // hist_out = the last K-1 rows of [hist (K-1 rows); n rows at x (stride ldx)]
+    void advance_history(const float* hist, const float* x, int ldx, int n, float* hist_out);
     LayerEnv env_;
     bool lazy_;
     int key_dim_, value_dim_, conv_dim_;
@@ -53,6 +56,9 @@ private:
     int T_ = 0;
     bool keep_rows_ = false;
     int pending_ = 0;           // lazy: rows of the last window still to fold
+    // every array above on the backend's device (a GPU keeps them there between windows)
+    Attached dev_conv_w_, dev_A_, dev_dt_, dev_norm_, dev_S_, dev_hist_, dev_S_scr_, dev_hist_scr_;
+    Attached dev_pre_, dev_q_, dev_k_, dev_v_, dev_dec_, dev_beta_;
 };
 
 }  // namespace strata

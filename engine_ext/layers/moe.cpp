@@ -67,15 +67,18 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     if (routing.approximate()) {
         // cache-aware routing (opt-in, changes the model): a routing policy over what is
         // resident right now, not a backend op
+        be.to_host(logits, sizeof(float) * size_t(n) * E);
         std::vector<uint8_t> ready(static_cast<size_t>(E), 0);
         for (int e = 0; e < E; ++e) ready[size_t(e)] = store.is_ready(li, e) ? 1 : 0;
         const int per = win.has_drafts ? n : 1;  // prefill rows are all roots
         for (int t = 0; t < n; t += per)
             route_window(logits + size_t(t) * E, per, E, k, s.norm_topk, routing, ready.data(), idx + size_t(t) * k,
                          wts + size_t(t) * k);
+        be.from_host(wts, sizeof(float) * size_t(n) * k);
         win.tele->approximate = true;
     } else {
         be.router_topk(logits, n, E, k, s.norm_topk, idx, wts);
+        be.to_host(idx, sizeof(int) * size_t(n) * k);  // the host groups rows by expert (one readback per layer)
     }
     std::vector<int> uni = expert_union(idx, n, k);
     std::vector<int> root(idx, idx + k);
@@ -91,6 +94,7 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         int* pi = sc.alloc<int>(size_t(pn) * k);
         float* pw = sc.alloc<float>(size_t(pn) * k);
         be.router_topk(nlog, pn, E, k, s.norm_topk, pi, pw);
+        be.to_host(pi, sizeof(int) * size_t(pn) * k);
         store.prefetch(next_->layer_, expert_union(pi, pn, k));
     }
     if (views.size() != uni.size()) {

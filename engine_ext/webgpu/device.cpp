@@ -1,6 +1,7 @@
 #include "webgpu/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -48,6 +49,11 @@ const char* kNoAdapterHint =
 #endif
 
 }  // namespace
+
+Buffer::Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size) : api_(api), handle_(handle), size_(size) {
+    static std::atomic<uint64_t> next{1};
+    id_ = next++;
+}
 
 Buffer::~Buffer() {
     if (handle_) {
@@ -183,7 +189,68 @@ Device::Device(const DeviceOptions& options)
     limits_.chunk_bytes = chunk & ~uint64_t(255);
 }
 
+void Device::release_bind_groups() {
+    for (auto& [key, g] : bind_groups_) api_.wgpuBindGroupRelease(g);
+    bind_groups_.clear();
+}
+
+WGPUBuffer Device::uniform_ring(uint64_t bytes) {
+    if (bytes <= uniform_ring_bytes_) return uniform_ring_;
+    release_bind_groups();  // they name the old buffer
+    if (uniform_ring_) api_.wgpuBufferRelease(uniform_ring_);  // a submit in flight keeps its own reference
+    uint64_t size = std::max<uint64_t>(64 * kUniformSlot, uniform_ring_bytes_ * 2);
+    while (size < bytes) size *= 2;
+    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+    desc.label = label("dispatch parameters");
+    desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+    desc.size = size;
+    uniform_ring_ = api_.wgpuDeviceCreateBuffer(device_, &desc);
+    uniform_ring_bytes_ = size;
+    return uniform_ring_;
+}
+
+WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offset, const std::vector<BufRef>& buffers) {
+    std::string key;
+    auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(reinterpret_cast<uintptr_t>(pipeline.layout));
+    put(params_offset);
+    for (size_t i = 0; i < buffers.size(); ++i) {
+        if (!buffers[i]) continue;
+        put(i);
+        put(buffers[i].buf->id());
+        put(buffers[i].offset);
+        put(buffers[i].size);
+    }
+    auto it = bind_groups_.find(key);
+    if (it != bind_groups_.end()) return it->second;
+    if (bind_groups_.size() >= 16384) release_bind_groups();  // stale keys (freed buffers) pile up otherwise
+    std::vector<WGPUBindGroupEntry> entries(1, WGPU_BIND_GROUP_ENTRY_INIT);
+    entries[0].binding = 0;
+    entries[0].buffer = uniform_ring_;
+    entries[0].offset = params_offset;
+    entries[0].size = kUniformSlot;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+        if (!buffers[i]) continue;  // a binding number this entry point does not use
+        WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+        e.binding = uint32_t(i + 1);
+        e.buffer = buffers[i].buf->handle();
+        e.offset = buffers[i].offset;
+        e.size = buffers[i].size;
+        entries.push_back(e);
+    }
+    WGPUBindGroupDescriptor bdesc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    bdesc.layout = pipeline.layout;
+    bdesc.entryCount = entries.size();
+    bdesc.entries = entries.data();
+    WGPUBindGroup group = api_.wgpuDeviceCreateBindGroup(device_, &bdesc);
+    ++bind_groups_made_;
+    bind_groups_.emplace(std::move(key), group);
+    return group;
+}
+
 Device::~Device() {
+    release_bind_groups();
+    if (uniform_ring_) api_.wgpuBufferRelease(uniform_ring_);
     for (auto& [key, p] : pipelines_) {
         api_.wgpuBindGroupLayoutRelease(p.layout);
         api_.wgpuComputePipelineRelease(p.pipeline);
@@ -258,7 +325,7 @@ const Pipeline& Device::pipeline(const std::string& file, const std::string& ent
 void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
 
 void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                        const std::vector<BufferPtr>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
+                        const std::vector<BufRef>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (params_bytes > kUniformSlot) throw std::logic_error("webgpu: parameter block above 256 bytes");
     uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
     if (gx > max_groups || gy > max_groups || gz > max_groups)
@@ -275,17 +342,15 @@ void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, v
     downloads_.push_back(Download{src, offset, bytes, dst});
 }
 
-void Recorder::submit() {
+void Recorder::submit(bool wait) {
+    if (!wait && !downloads_.empty()) throw std::logic_error("webgpu: a submit with downloads must wait");
     const WgpuApi& api = device_.api_;
     WGPUDevice dev = device_.device_;
-    WGPUBuffer uniforms = nullptr;
+    auto t_encode = std::chrono::steady_clock::now();
     if (!params_.empty()) {
-        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
-        desc.label = label("window parameters");
-        desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
-        desc.size = params_.size();
-        uniforms = api.wgpuDeviceCreateBuffer(dev, &desc);
-        api.wgpuQueueWriteBuffer(device_.queue_, uniforms, 0, params_.data(), params_.size());
+        // queue-ordered: a submit still running read its parameters before this write lands
+        WGPUBuffer ring = device_.uniform_ring(params_.size());
+        api.wgpuQueueWriteBuffer(device_.queue_, ring, 0, params_.data(), params_.size());
     }
     // Downloads go through one mappable staging buffer, each part 4-byte aligned.
     std::vector<uint64_t> staging_offsets;
@@ -303,32 +368,11 @@ void Recorder::submit() {
         staging = api.wgpuDeviceCreateBuffer(dev, &desc);
     }
 
-    std::vector<WGPUBindGroup> groups;
     WGPUCommandEncoder encoder = api.wgpuDeviceCreateCommandEncoder(dev, nullptr);
     if (!dispatches_.empty()) {
         WGPUComputePassEncoder pass = api.wgpuCommandEncoderBeginComputePass(encoder, nullptr);
-        std::vector<WGPUBindGroupEntry> entries;
         for (auto& d : dispatches_) {
-            entries.assign(1, WGPU_BIND_GROUP_ENTRY_INIT);
-            entries[0].binding = 0;
-            entries[0].buffer = uniforms;
-            entries[0].offset = d.params_offset;
-            entries[0].size = kUniformSlot;
-            for (size_t i = 0; i < d.buffers.size(); ++i) {
-                if (!d.buffers[i]) continue;  // a binding number this entry point does not use
-                WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
-                e.binding = uint32_t(i + 1);
-                e.buffer = d.buffers[i]->handle();
-                e.offset = 0;
-                e.size = d.buffers[i]->size();
-                entries.push_back(e);
-            }
-            WGPUBindGroupDescriptor bdesc = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
-            bdesc.layout = d.pipeline.layout;
-            bdesc.entryCount = entries.size();
-            bdesc.entries = entries.data();
-            WGPUBindGroup group = api.wgpuDeviceCreateBindGroup(dev, &bdesc);
-            groups.push_back(group);
+            WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.buffers);
             api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
             api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
             api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
@@ -343,10 +387,10 @@ void Recorder::submit() {
     }
     WGPUCommandBuffer commands = api.wgpuCommandEncoderFinish(encoder, nullptr);
     auto t_submit = std::chrono::steady_clock::now();
+    last_encode_seconds_ = std::chrono::duration<double>(t_submit - t_encode).count();
     api.wgpuQueueSubmit(device_.queue_, 1, &commands);
     api.wgpuCommandBufferRelease(commands);
     api.wgpuCommandEncoderRelease(encoder);
-    for (auto g : groups) api.wgpuBindGroupRelease(g);
 
     std::string error;
     if (staging) {
@@ -378,11 +422,17 @@ void Recorder::submit() {
             error = "reading results back: " + map.message;
         }
         api.wgpuBufferRelease(staging);
-    } else {
+    } else if (wait) {
         device_.wait_idle();
     }
+    if (wait) {
+        in_flight_.clear();
+    } else {  // Buffer's destructor frees device memory at once: keep what the GPU may still read
+        for (auto& d : dispatches_)
+            for (auto& b : d.buffers)
+                if (b.buf) in_flight_.push_back(b.buf);
+    }
     last_run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_submit).count();
-    if (uniforms) api.wgpuBufferRelease(uniforms);
     dispatches_.clear();
     downloads_.clear();
     params_.clear();

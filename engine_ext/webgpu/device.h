@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "webgpu/shader_source.h"
@@ -42,19 +43,34 @@ class Device;
 // A storage buffer on the device (released with the last owner).
 class Buffer {
 public:
-    Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size) : api_(api), handle_(handle), size_(size) {}
+    Buffer(const WgpuApi& api, WGPUBuffer handle, uint64_t size);
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     WGPUBuffer handle() const { return handle_; }
     uint64_t size() const { return size_; }
+    // Never reused, unlike handles: cached bind groups are keyed by it.
+    uint64_t id() const { return id_; }
 
 private:
     const WgpuApi& api_;
     WGPUBuffer handle_;
     uint64_t size_;
+    uint64_t id_;
 };
 using BufferPtr = std::shared_ptr<Buffer>;
+
+// A bound range of a buffer: the whole buffer (from a BufferPtr), or `size` bytes from
+// `offset` (a multiple of the adapter's storage offset alignment).
+struct BufRef {
+    BufferPtr buf;
+    uint64_t offset = 0, size = 0;
+    BufRef() = default;
+    BufRef(std::nullptr_t) {}
+    BufRef(BufferPtr b) : buf(std::move(b)), size(buf ? buf->size() : 0) {}
+    BufRef(BufferPtr b, uint64_t off, uint64_t bytes) : buf(std::move(b)), offset(off), size(bytes) {}
+    explicit operator bool() const { return bool(buf); }
+};
 
 struct Pipeline {
     WGPUComputePipeline pipeline = nullptr;
@@ -69,20 +85,26 @@ public:
     // bytes); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
     // entry points of a shared file that use only some bindings).
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                  const std::vector<BufferPtr>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
+                  const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
                   uint32_t groups_z = 1);
     // After every dispatch of the window: copy `bytes` of `src` from `offset` into `dst` (host).
     void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
-    // Encodes everything, submits once, waits, and fills the downloads.
-    void submit();
+    // Encodes everything, submits once, waits, and fills the downloads. Without `wait` (no
+    // downloads recorded) the GPU starts on what is recorded while the host encodes what
+    // follows; the buffers it uses stay alive until the next waiting submit.
+    void submit(bool wait = true);
+    bool empty() const { return dispatches_.empty() && downloads_.empty(); }
+    size_t dispatches() const { return dispatches_.size(); }
     // Seconds from the queue submit to its completion in the last submit() (encoding excluded).
     double last_run_seconds() const { return last_run_seconds_; }
+    // Seconds the host spent encoding the last submit (bind groups, passes, copies).
+    double last_encode_seconds() const { return last_encode_seconds_; }
 
 private:
     struct Dispatch {
         Pipeline pipeline;
         size_t params_offset;
-        std::vector<BufferPtr> buffers;
+        std::vector<BufRef> buffers;
         uint32_t groups[3];
     };
     struct Download {
@@ -94,7 +116,9 @@ private:
     std::vector<uint8_t> params_;
     std::vector<Dispatch> dispatches_;
     std::vector<Download> downloads_;
+    std::vector<BufferPtr> in_flight_;  // buffers of submits not waited for yet
     double last_run_seconds_ = 0;
+    double last_encode_seconds_ = 0;
 };
 
 class Device {
@@ -118,11 +142,22 @@ public:
                              const ShaderDefines& defines = {});
 
     Recorder record() { return Recorder(*this); }
+    uint64_t bind_groups_made() const { return bind_groups_made_; }
 
 private:
     friend class Recorder;
     void wait_idle();
     void throw_pending_error(const std::string& context);
+    // The parameter blocks of a submit go into one persistent uniform buffer (slot i of every
+    // submit at the same offset), so a dispatch that repeats, as the ops of every decode step
+    // do, finds its bind group made already: bind groups are cached by (layout, slot, buffers).
+    WGPUBuffer uniform_ring(uint64_t bytes);
+    WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, const std::vector<BufRef>& buffers);
+    void release_bind_groups();
+    WGPUBuffer uniform_ring_ = nullptr;
+    uint64_t uniform_ring_bytes_ = 0;
+    std::unordered_map<std::string, WGPUBindGroup> bind_groups_;
+    uint64_t bind_groups_made_ = 0;
 
     const WgpuApi& api_;
     DeviceOptions options_;

@@ -8,11 +8,11 @@ namespace strata::webgpu {
 
 namespace {
 
-void need(const BufferPtr& b, uint64_t floats, const char* op, const char* arg) {
+void need(const BufRef& b, uint64_t floats, const char* op, const char* arg) {
     if (!b) throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " is missing");
-    if (b->size() < floats * 4)
+    if (b.size < floats * 4)
         throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " holds " +
-                                    std::to_string(b->size() / 4) + " values, needs " + std::to_string(floats));
+                                    std::to_string(b.size / 4) + " values, needs " + std::to_string(floats));
 }
 
 void check(bool ok, const char* op, const std::string& what) {
@@ -64,23 +64,91 @@ uint32_t Kernels::stride_groups(uint64_t n) const {
     return uint32_t(std::clamp<uint64_t>(groups, 1, 4096));
 }
 
-void Kernels::matmul(Recorder& r, const BufferPtr& x, uint32_t T, const GpuMatrix& m, const BufferPtr& y) {
+void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off,
+                     uint32_t x_stride, uint32_t y_off, uint32_t y_stride) {
     check(T > 0, "matmul", "no rows");
-    need(x, uint64_t(T) * m.cols, "matmul", "x");
-    need(y, uint64_t(T) * m.rows, "matmul", "y");
-    const char* entry = m.format == WeightFormat::F32 ? "matmul_f32" : m.format == WeightFormat::F16 ? "matmul_f16" : "matmul_bf16";
-    const Pipeline& pl = pipeline("matmul.wgsl", entry, {{"TB", std::to_string(kTokenBlock)}});
+    if (!x_stride) x_stride = m.cols;
+    if (!y_stride) y_stride = m.rows;
+    check(x_stride >= m.cols && y_stride >= m.rows, "matmul", "row stride below the row length");
+    need(x, x_off + uint64_t(T - 1) * x_stride + m.cols, "matmul", "x");
+    need(y, y_off + uint64_t(T - 1) * y_stride + m.rows, "matmul", "y");
+    // four words per load when a row is whole 16-byte vectors of values (no pad lane)
+    bool half = m.format != WeightFormat::F32;
+    bool v4 = half && m.row_words % 4 == 0 && uint64_t(m.cols) == 2ull * m.row_words;
+    const char* entry = !half ? "matmul_f32" : v4 ? "matmul_half_v4" : "matmul_half";
+    const Pipeline& pl = pipeline("matmul.wgsl", entry,
+                                  {{"TB", std::to_string(kTokenBlock)},
+                                   {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}});
     uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (auto& c : m.chunks) {
         uint32_t gx = std::min(c.rows, max_groups);
         uint32_t gy = (c.rows + gx - 1) / gx;
-        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x; } p{
-            T, m.cols, c.rows, m.row_words, m.cols, m.rows, c.row0, gx};
-        r.dispatch(pl, &p, sizeof p, {x, c.buffer, y}, gx, gy);
+        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
+            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
+        if (v4)
+            r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.buffer}, gx, gy);
+        else
+            r.dispatch(pl, &p, sizeof p, {x, c.buffer, y}, gx, gy);
     }
 }
 
-void Kernels::rmsnorm(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& y, uint32_t rows,
+bool Kernels::multi_ok(const GpuMatrix& m) {
+    return m.format != WeightFormat::F32 && m.chunks.size() == 1 && m.row_words % 4 == 0 &&
+           uint64_t(m.cols) == 2ull * m.row_words;
+}
+
+void Kernels::matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
+                           const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
+                           const std::vector<uint32_t>& y_stride) {
+    check(T > 0 && !mats.empty() && mats.size() <= kMultiMatrices, "matmul_multi", "1..4 matrices, T > 0");
+    check(y_off.size() == mats.size() && y_stride.size() == mats.size(), "matmul_multi", "one y place per matrix");
+    const GpuMatrix& m0 = mats[0];
+    struct {
+        uint32_t T, K, row_words, x_off, x_stride, groups_x, n_mats, total_rows;
+        uint32_t mats[4][4];
+    } p{};
+    uint32_t rows = 0;
+    for (size_t i = 0; i < mats.size(); ++i) {
+        const GpuMatrix& m = mats[i];
+        check(multi_ok(m) && m.format == m0.format && m.cols == m0.cols, "matmul_multi", "matrices of one shape");
+        check(y_stride[i] >= m.rows, "matmul_multi", "y stride below the row count");
+        need(y, y_off[i] + uint64_t(T - 1) * y_stride[i] + m.rows, "matmul_multi", "y");
+        p.mats[i][0] = rows;
+        p.mats[i][1] = m.rows;
+        p.mats[i][2] = y_off[i];
+        p.mats[i][3] = y_stride[i];
+        rows += m.rows;
+    }
+    need(x, x_off + uint64_t(T - 1) * x_stride + m0.cols, "matmul_multi", "x");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    p.T = T;
+    p.K = m0.cols;
+    p.row_words = m0.row_words;
+    p.x_off = x_off;
+    p.x_stride = x_stride;
+    p.groups_x = gx;
+    p.n_mats = uint32_t(mats.size());
+    p.total_rows = rows;
+    const Pipeline& pl = pipeline("matmul_multi.wgsl", "matmul_half_v4_multi",
+                                  {{"TB", std::to_string(kTokenBlock)},
+                                   {"BF16", m0.format == WeightFormat::BF16 ? "1" : "0"}});
+    std::vector<BufRef> b = {x, nullptr, y, nullptr};
+    for (size_t i = 0; i < kMultiMatrices; ++i) b.push_back(mats[std::min(i, mats.size() - 1)].chunks[0].buffer);
+    r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
+                   uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld,
+                   uint32_t dst_hs) {
+    if (!rows || !heads || !D) return;
+    need(src, src_off + uint64_t(rows - 1) * src_ld + uint64_t(heads - 1) * src_hs + D, "copy", "src");
+    need(dst, dst_off + uint64_t(rows - 1) * dst_ld + uint64_t(heads - 1) * dst_hs + D, "copy", "dst");
+    struct { uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs; } p{
+        rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs};
+    r.dispatch(pipeline("copy.wgsl", "copy_rows"), &p, sizeof p, {src, dst}, stride_groups(uint64_t(rows) * heads * D));
+}
+
+void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                       uint32_t D, float eps, float weight_offset) {
     need(x, uint64_t(rows) * D, "rmsnorm", "x");
     need(w, D, "rmsnorm", "weight");
@@ -90,8 +158,8 @@ void Kernels::rmsnorm(Recorder& r, const BufferPtr& x, const BufferPtr& w, const
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 
-void Kernels::rmsnorm_gated(Recorder& r, const BufferPtr& x, const BufferPtr& z, const BufferPtr& w,
-                            const BufferPtr& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
+void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
+                            const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
     need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");
     need(z, uint64_t(rows) * D, "rmsnorm_gated", "z");
     need(w, D, "rmsnorm_gated", "weight");
@@ -101,7 +169,7 @@ void Kernels::rmsnorm_gated(Recorder& r, const BufferPtr& x, const BufferPtr& z,
     r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
 }
 
-void Kernels::rotary(Recorder& r, const BufferPtr& x, const BufferPtr& cos_sin, uint32_t T, uint32_t heads,
+void Kernels::rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
                      uint32_t D, uint32_t rot_dim) {
     check(rot_dim % 2 == 0 && rot_dim <= D && rot_dim > 0, "rotary", "rot_dim must be even, within the head dim");
     need(x, uint64_t(T) * heads * D, "rotary", "x");
@@ -110,7 +178,7 @@ void Kernels::rotary(Recorder& r, const BufferPtr& x, const BufferPtr& cos_sin, 
     r.dispatch(pipeline("rotary.wgsl", "rotary"), &p, sizeof p, {x, cos_sin}, stride_groups(uint64_t(T) * heads * p.half));
 }
 
-void Kernels::embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const GpuMatrix& table, const BufferPtr& y) {
+void Kernels::embedding(Recorder& r, const BufRef& ids, uint32_t T, const GpuMatrix& table, const BufRef& y) {
     need(ids, T, "embedding", "ids");
     need(y, uint64_t(T) * table.cols, "embedding", "y");
     const char* entry = table.format == WeightFormat::F32 ? "embedding_f32"
@@ -122,8 +190,8 @@ void Kernels::embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const Gpu
     }
 }
 
-void Kernels::elementwise(Recorder& r, const std::string& op, const BufferPtr& a, const BufferPtr& b,
-                          const BufferPtr& y, uint32_t n, float s, uint32_t bias_len) {
+void Kernels::elementwise(Recorder& r, const std::string& op, const BufRef& a, const BufRef& b,
+                          const BufRef& y, uint32_t n, float s, uint32_t bias_len) {
     static const char* binary[] = {"add", "add_scaled", "swiglu", "sigmoid_mul", "bias_add"};
     static const char* unary[] = {"scale", "silu"};
     bool is_binary = std::find(std::begin(binary), std::end(binary), op) != std::end(binary);
@@ -139,7 +207,7 @@ void Kernels::elementwise(Recorder& r, const std::string& op, const BufferPtr& a
     r.dispatch(pipeline("elementwise.wgsl", entry), &p, sizeof p, {a, is_binary ? b : nullptr, y}, stride_groups(n));
 }
 
-void Kernels::router_topk(Recorder& r, const BufferPtr& logits, const BufferPtr& ids, const BufferPtr& weights,
+void Kernels::router_topk(Recorder& r, const BufRef& logits, const BufRef& ids, const BufRef& weights,
                           uint32_t T, uint32_t E, uint32_t k, bool renormalize) {
     check(E > 0 && E <= kMaxExperts, "router_topk", "expert count " + std::to_string(E) + " outside 1.." + std::to_string(kMaxExperts));
     check(k > 0 && k <= E, "router_topk", "top-k " + std::to_string(k) + " outside 1..E");
@@ -152,8 +220,8 @@ void Kernels::router_topk(Recorder& r, const BufferPtr& logits, const BufferPtr&
                {logits, ids, weights}, T);
 }
 
-void Kernels::kv_write(Recorder& r, const BufferPtr& k, const BufferPtr& v, const BufferPtr& k_cache,
-                       const BufferPtr& v_cache, uint32_t T, uint32_t row, uint32_t pos0) {
+void Kernels::kv_write(Recorder& r, const BufRef& k, const BufRef& v, const BufRef& k_cache,
+                       const BufRef& v_cache, uint32_t T, uint32_t row, uint32_t pos0) {
     need(k, uint64_t(T) * row, "kv_write", "k");
     need(v, uint64_t(T) * row, "kv_write", "v");
     need(k_cache, uint64_t(pos0 + T) * row, "kv_write", "k_cache");
@@ -162,8 +230,8 @@ void Kernels::kv_write(Recorder& r, const BufferPtr& k, const BufferPtr& v, cons
     r.dispatch(pipeline("kv_cache.wgsl", "kv_write"), &p, sizeof p, {k, v, k_cache, v_cache}, stride_groups(uint64_t(T) * row));
 }
 
-void Kernels::attention(Recorder& r, const BufferPtr& q, const BufferPtr& k_cache, const BufferPtr& v_cache,
-                        const BufferPtr& scores, const BufferPtr& out, uint32_t T, uint32_t Hq, uint32_t Hk,
+void Kernels::attention(Recorder& r, const BufRef& q, const BufRef& k_cache, const BufRef& v_cache,
+                        const BufRef& scores, const BufRef& out, uint32_t T, uint32_t Hq, uint32_t Hk,
                         uint32_t D, uint32_t pos0, float scale) {
     check(Hk > 0 && Hq % Hk == 0, "attention", "query heads must be a multiple of kv heads");
     uint32_t ctx = pos0 + T;
@@ -176,8 +244,8 @@ void Kernels::attention(Recorder& r, const BufferPtr& q, const BufferPtr& k_cach
     r.dispatch(pipeline("attention.wgsl", "attention"), &p, sizeof p, {q, k_cache, v_cache, scores, out}, Hq, T);
 }
 
-void Kernels::gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& g,
-                         const BufferPtr& beta, const BufferPtr& state, const BufferPtr& out, uint32_t T,
+void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& g,
+                         const BufRef& beta, const BufRef& state, const BufRef& out, uint32_t T,
                          uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale) {
     check(Hk > 0 && Hv % Hk == 0, "gdn", "value heads must be a multiple of key heads");
     check(Dk > 0 && Dk <= 256, "gdn", "key head dim " + std::to_string(Dk) + " outside 1..256");
@@ -194,8 +262,8 @@ void Kernels::gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, co
                {q, k, v, g, beta, state, out}, Hv);
 }
 
-void Kernels::causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& hist,
-                          const BufferPtr& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows) {
+void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
+                          const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows) {
     check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
     check(commit_rows <= T, "causal_conv", "commit_rows above T");
     need(x, uint64_t(T) * C, "causal_conv", "x");
@@ -206,8 +274,8 @@ void Kernels::causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, c
     r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
 }
 
-void Kernels::gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_t src_rows, const BufferPtr& ids,
-                     uint32_t n, uint32_t cols, const BufferPtr& y, uint32_t ld_out) {
+void Kernels::gather(Recorder& r, const BufRef& src, uint32_t ld_src, uint32_t src_rows, const BufRef& ids,
+                     uint32_t n, uint32_t cols, const BufRef& y, uint32_t ld_out) {
     check(cols <= ld_src && cols <= ld_out, "gather", "cols wider than a row");
     need(src, uint64_t(src_rows) * ld_src, "gather", "src");
     need(ids, n, "gather", "ids");
@@ -216,10 +284,10 @@ void Kernels::gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_
     r.dispatch(pipeline("embedding.wgsl", "gather_f32"), &p, sizeof p, {ids, src, y}, stride_groups(uint64_t(n) * cols));
 }
 
-void Kernels::gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b, const BufferPtr& a, uint32_t ld_ba,
-                         const BufferPtr& A, const BufferPtr& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv,
-                         uint32_t Dk, uint32_t Dv, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v,
-                         const BufferPtr& decay, const BufferPtr& beta) {
+void Kernels::gdn_inputs(Recorder& r, const BufRef& conv, const BufRef& b, const BufRef& a, uint32_t ld_ba,
+                         const BufRef& A, const BufRef& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv,
+                         uint32_t Dk, uint32_t Dv, const BufRef& q, const BufRef& k, const BufRef& v,
+                         const BufRef& decay, const BufRef& beta) {
     uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
     check(ld_ba >= Hv, "gdn_inputs", "b/a row stride below the value heads");
     need(conv, T * conv_dim, "gdn_inputs", "conv");
@@ -237,8 +305,8 @@ void Kernels::gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b,
                stride_groups(uint64_t(T) * Hv * Dv));
 }
 
-void Kernels::gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, const BufferPtr& q, const BufferPtr& k,
-                       const BufferPtr& v, const BufferPtr& decay, const BufferPtr& beta, const BufferPtr& out,
+void Kernels::gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const BufRef& q, const BufRef& k,
+                       const BufRef& v, const BufRef& decay, const BufRef& beta, const BufRef& out,
                        uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv) {
     check(Hk > 0 && Hv % Hk == 0, "gdn_step", "value heads must be a multiple of key heads");
     check(Dk > 0 && Dk <= 256, "gdn_step", "key head dim " + std::to_string(Dk) + " outside 1..256");
@@ -255,9 +323,9 @@ void Kernels::gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, con
                {q, k, v, decay, beta, S, out, S0}, Hv);
 }
 
-void Kernels::moe_combine(Recorder& r, const BufferPtr& D, uint32_t d_rows, const BufferPtr& slot, const BufferPtr& w,
-                          uint32_t T, uint32_t k, uint32_t H, const BufferPtr& shared, const BufferPtr& shared_gate,
-                          const BufferPtr& out) {
+void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
+                          uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
+                          const BufRef& out) {
     need(D, uint64_t(d_rows) * H, "moe_combine", "D");
     need(slot, uint64_t(T) * k, "moe_combine", "slot");
     need(w, uint64_t(T) * k, "moe_combine", "w");

@@ -39,49 +39,62 @@ public:
     explicit Kernels(Device& device) : device_(device) {}
     Device& device() { return device_; }
 
-    // y[T][m.rows] = x[T][m.cols] * m^T
-    void matmul(Recorder& r, const BufferPtr& x, uint32_t T, const GpuMatrix& m, const BufferPtr& y);
-    void rmsnorm(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& y, uint32_t rows,
+    // y[T][m.rows] = x[T][m.cols] * m^T; x row t at x_off + t*x_stride (floats; 0: m.cols),
+    // y row t at y_off + t*y_stride (0: m.rows)
+    void matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off = 0,
+                uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0);
+    // Up to kMultiMatrices single-chunk f16/bf16 matrices of one width whose rows are whole
+    // vec4<u32> (multi_ok), against the same x, in one dispatch; matrix i writes y at
+    // y_off[i] + t*y_stride[i]. Each row's result equals matmul's bit for bit.
+    static constexpr uint32_t kMultiMatrices = 4;
+    static bool multi_ok(const GpuMatrix& m);
+    void matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
+                      const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
+                      const std::vector<uint32_t>& y_stride);
+    // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
+    void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
+              uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
+    void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
-    void rmsnorm_gated(Recorder& r, const BufferPtr& x, const BufferPtr& z, const BufferPtr& w,
-                       const BufferPtr& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
+    void rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
+                       const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     // x [T][heads][D] in place; cos_sin [T][2][rot_dim/2]
-    void rotary(Recorder& r, const BufferPtr& x, const BufferPtr& cos_sin, uint32_t T, uint32_t heads,
+    void rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
                 uint32_t D, uint32_t rot_dim);
-    void embedding(Recorder& r, const BufferPtr& ids, uint32_t T, const GpuMatrix& table, const BufferPtr& y);
+    void embedding(Recorder& r, const BufRef& ids, uint32_t T, const GpuMatrix& table, const BufRef& y);
     // op: add, add_scaled, scale, silu, swiglu, sigmoid_mul, bias_add (b of bias_len floats,
     // repeated over the rows of a); b unused by scale and silu
-    void elementwise(Recorder& r, const std::string& op, const BufferPtr& a, const BufferPtr& b,
-                     const BufferPtr& y, uint32_t n, float s = 0.0f, uint32_t bias_len = 0);
+    void elementwise(Recorder& r, const std::string& op, const BufRef& a, const BufRef& b,
+                     const BufRef& y, uint32_t n, float s = 0.0f, uint32_t bias_len = 0);
     // y row t (stride ld_out) = the first `cols` floats of src row ids[t] (stride ld_src)
-    void gather(Recorder& r, const BufferPtr& src, uint32_t ld_src, uint32_t src_rows, const BufferPtr& ids,
-                uint32_t n, uint32_t cols, const BufferPtr& y, uint32_t ld_out);
-    void router_topk(Recorder& r, const BufferPtr& logits, const BufferPtr& ids, const BufferPtr& weights,
+    void gather(Recorder& r, const BufRef& src, uint32_t ld_src, uint32_t src_rows, const BufRef& ids,
+                uint32_t n, uint32_t cols, const BufRef& y, uint32_t ld_out);
+    void router_topk(Recorder& r, const BufRef& logits, const BufRef& ids, const BufRef& weights,
                      uint32_t T, uint32_t E, uint32_t k, bool renormalize);
-    void kv_write(Recorder& r, const BufferPtr& k, const BufferPtr& v, const BufferPtr& k_cache,
-                  const BufferPtr& v_cache, uint32_t T, uint32_t row, uint32_t pos0);
+    void kv_write(Recorder& r, const BufRef& k, const BufRef& v, const BufRef& k_cache,
+                  const BufRef& v_cache, uint32_t T, uint32_t row, uint32_t pos0);
     // scores: scratch of at least T * Hq * (pos0 + T) floats
-    void attention(Recorder& r, const BufferPtr& q, const BufferPtr& k_cache, const BufferPtr& v_cache,
-                   const BufferPtr& scores, const BufferPtr& out, uint32_t T, uint32_t Hq, uint32_t Hk,
+    void attention(Recorder& r, const BufRef& q, const BufRef& k_cache, const BufRef& v_cache,
+                   const BufRef& scores, const BufRef& out, uint32_t T, uint32_t Hq, uint32_t Hk,
                    uint32_t D, uint32_t pos0, float scale);
-    void gdn_window(Recorder& r, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& g,
-                    const BufferPtr& beta, const BufferPtr& state, const BufferPtr& out, uint32_t T,
+    void gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& g,
+                    const BufRef& beta, const BufRef& state, const BufRef& out, uint32_t T,
                     uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale);
     // The engine's GDN split: inputs from the conv output, then the step from S0 into S.
-    void gdn_inputs(Recorder& r, const BufferPtr& conv, const BufferPtr& b, const BufferPtr& a, uint32_t ld_ba,
-                    const BufferPtr& A, const BufferPtr& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk,
-                    uint32_t Dv, const BufferPtr& q, const BufferPtr& k, const BufferPtr& v, const BufferPtr& decay,
-                    const BufferPtr& beta);
-    void gdn_step(Recorder& r, const BufferPtr& S0, const BufferPtr& S, const BufferPtr& q, const BufferPtr& k,
-                  const BufferPtr& v, const BufferPtr& decay, const BufferPtr& beta, const BufferPtr& out, uint32_t T,
+    void gdn_inputs(Recorder& r, const BufRef& conv, const BufRef& b, const BufRef& a, uint32_t ld_ba,
+                    const BufRef& A, const BufRef& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk,
+                    uint32_t Dv, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& decay,
+                    const BufRef& beta);
+    void gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const BufRef& q, const BufRef& k,
+                  const BufRef& v, const BufRef& decay, const BufRef& beta, const BufRef& out, uint32_t T,
                   uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv);
     // shared / shared_gate may be null (no shared expert)
-    void moe_combine(Recorder& r, const BufferPtr& D, uint32_t d_rows, const BufferPtr& slot, const BufferPtr& w,
-                     uint32_t T, uint32_t k, uint32_t H, const BufferPtr& shared, const BufferPtr& shared_gate,
-                     const BufferPtr& out);
+    void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
+                     uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
+                     const BufRef& out);
     // hist: [Kc-1][C], oldest first
-    void causal_conv(Recorder& r, const BufferPtr& x, const BufferPtr& w, const BufferPtr& hist,
-                     const BufferPtr& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows);
+    void causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
+                     const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows);
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});

@@ -1,8 +1,8 @@
 #include "webgpu/webgpu_backend.h"
 
-
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,31 +20,181 @@ WeightFormat to_weight_format(WFormat f) {
     }
 }
 
-// rows x heads vectors of `dim` at (p, ld, hs) <-> one contiguous [rows*heads][dim] array
-std::vector<float> pack(const float* p, int ld, int hs, int rows, int heads, int dim) {
-    std::vector<float> out(size_t(rows) * heads * dim);
-    for (int r = 0; r < rows; ++r)
-        for (int h = 0; h < heads; ++h)
-            std::memcpy(&out[(size_t(r) * heads + h) * dim], p + size_t(r) * ld + size_t(h) * hs, sizeof(float) * dim);
+// rows x heads vectors of `dim` floats: vector (r, h) at p + r*ld + h*hs.
+struct View {
+    const float* p;
+    int64_t rows, ld, heads, hs, dim;
+    uint64_t packed() const { return uint64_t(rows) * heads * dim; }
+    uint64_t extent() const { return rows <= 0 ? 0 : uint64_t((rows - 1) * ld + (heads - 1) * hs + dim); }
+    bool is_packed() const { return (rows <= 1 || ld == heads * dim) && (heads <= 1 || hs == dim); }
+};
+View span(const void* p, uint64_t floats) { return View{static_cast<const float*>(p), 1, 0, 1, 0, int64_t(floats)}; }
+View rows_of(const float* p, int rows, int ld, int cols) { return View{p, rows, ld, 1, 0, cols}; }
+
+std::vector<float> pack(const View& v) {
+    std::vector<float> out(v.packed());
+    for (int64_t r = 0; r < v.rows; ++r)
+        for (int64_t h = 0; h < v.heads; ++h)
+            std::memcpy(&out[(r * v.heads + h) * v.dim], v.p + r * v.ld + h * v.hs, sizeof(float) * v.dim);
     return out;
 }
 
-void unpack(const std::vector<float>& in, float* p, int ld, int hs, int rows, int heads, int dim) {
-    for (int r = 0; r < rows; ++r)
-        for (int h = 0; h < heads; ++h)
-            std::memcpy(p + size_t(r) * ld + size_t(h) * hs, &in[(size_t(r) * heads + h) * dim], sizeof(float) * dim);
+void unpack(const std::vector<float>& in, const View& v) {
+    float* p = const_cast<float*>(v.p);
+    for (int64_t r = 0; r < v.rows; ++r)
+        for (int64_t h = 0; h < v.heads; ++h)
+            std::memcpy(p + r * v.ld + h * v.hs, &in[(r * v.heads + h) * v.dim], sizeof(float) * v.dim);
 }
+
+uint64_t words(uint64_t floats) { return floats * 4; }
 
 }  // namespace
 
+// The operands of one op. Inputs come first (in), then outputs (out/inout); done() records the
+// copies of outputs that went through a temporary, and reads host outputs back. A kernel gets
+// each operand packed as it expects: an attached array bound in place when its layout and
+// offset allow, else copied into a temporary on the device; host arrays through an upload.
+// An attached array is bound from the operand to the end of its buffer (kernels bound their
+// loops by their parameters, never by the binding's length), so a dispatch whose operand grows
+// (the KV cells of every next position) keeps its cached bind group.
+// Inputs and outputs may lie in one device array (the scratch arena): every activation binding
+// of the kernels is read_write, and WebGPU allows one buffer in several writable bindings of a
+// dispatch (a read-only binding beside a writable one would be a usage conflict). Weights keep
+// read-only bindings of their own buffers.
+class OpArgs {
+public:
+    explicit OpArgs(WebGpuBackend& b) : b_(b) {}
+
+    BufRef in(const View& v, const char* what) {
+        if (v.packed() == 0) return b_.temp(16);
+        uint64_t off = 0;
+        const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
+        if (!r) {
+            auto host = pack(v);
+            BufferPtr t = b_.temp(words(host.size()));
+            b_.device().write(t, 0, host.data(), words(host.size()));
+            return read(BufRef(t, 0, words(host.size())));
+        }
+        if (v.is_packed() && direct(off)) return read(BufRef(r->buf, off, r->buf->size() - off));
+        BufferPtr t = b_.temp(words(v.packed()));
+        b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), uint32_t(off / 4),
+                          uint32_t(v.ld), uint32_t(v.hs), 0, uint32_t(v.heads * v.dim), uint32_t(v.dim));
+        (void)what;
+        return read(BufRef(t, 0, words(v.packed())));
+    }
+    // The whole buffer holding `floats` floats from p, and p's float offset in it (kernels that
+    // take offsets and strides themselves).
+    BufRef in_whole(const float* p, uint64_t floats, uint32_t& off_floats, const char* what) {
+        uint64_t off = 0;
+        const WebGpuBackend::Region* r = b_.find(p, words(floats), off);
+        if (r && off / 4 <= UINT32_MAX) {
+            off_floats = uint32_t(off / 4);
+            return read(BufRef(r->buf));
+        }
+        off_floats = 0;
+        return in(span(p, floats), what);
+    }
+    // A host array of n 32-bit ints, uploaded (index lists the host computed).
+    BufRef in_u32(const uint32_t* host, size_t n) {
+        BufferPtr t = b_.temp(words(std::max<size_t>(n, 1)));
+        if (n) b_.device().write(t, 0, host, words(n));
+        return read(BufRef(t, 0, words(std::max<size_t>(n, 1))));
+    }
+
+    // A packed buffer for the kernel to write `v` into.
+    BufRef out(const View& v, const char* what) {
+        (void)what;
+        if (v.packed() == 0) return b_.temp(16);
+        uint64_t off = 0;
+        const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, r->buf->size() - off));
+        BufferPtr t = b_.temp(words(v.packed()));
+        backs_.push_back({t, v, r ? r->buf : nullptr, off});
+        return write(BufRef(t, 0, words(v.packed())));
+    }
+    // The buffer an output of `rows` rows of `cols` floats at stride ld goes to, for a kernel
+    // that takes an offset and a row stride: the whole attached buffer (off, ld), or a packed
+    // temporary (0, cols) copied into place by done().
+    BufRef out_rows(const float* p, int rows, int ld, int cols, uint32_t& off_floats, uint32_t& stride) {
+        View v = rows_of(p, rows, ld, cols);
+        uint64_t off = 0;
+        const WebGpuBackend::Region* r = b_.find(p, words(v.extent()), off);
+        if (r && off / 4 <= UINT32_MAX) {
+            off_floats = uint32_t(off / 4);
+            stride = uint32_t(ld);
+            return write(BufRef(r->buf));
+        }
+        off_floats = 0;
+        stride = uint32_t(cols);
+        BufferPtr t = b_.temp(words(v.packed()));
+        backs_.push_back({t, v, r ? r->buf : nullptr, off});
+        return write(BufRef(t, 0, words(v.packed())));
+    }
+    // Read and written in place by the kernel (one binding).
+    BufRef inout(const View& v, const char* what) {
+        (void)what;
+        uint64_t off = 0;
+        const WebGpuBackend::Region* r = b_.find(v.p, words(v.extent()), off);
+        if (r && v.is_packed() && direct(off)) return write(BufRef(r->buf, off, r->buf->size() - off));
+        BufferPtr t = b_.temp(words(v.packed()));
+        if (r) {
+            b_.kernels().copy(b_.rec(), r->buf, t, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim),
+                              uint32_t(off / 4), uint32_t(v.ld), uint32_t(v.hs), 0, uint32_t(v.heads * v.dim),
+                              uint32_t(v.dim));
+        } else {
+            auto host = pack(v);
+            b_.device().write(t, 0, host.data(), words(host.size()));
+        }
+        backs_.push_back({t, v, r ? r->buf : nullptr, off});
+        return write(BufRef(t, 0, words(v.packed())));
+    }
+
+    void done() {
+        bool host = false;
+        for (auto& b : backs_) {
+            const View& v = b.view;
+            if (b.region) {
+                b_.kernels().copy(b_.rec(), b.tmp, b.region, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), 0,
+                                  uint32_t(v.heads * v.dim), uint32_t(v.dim), uint32_t(b.offset / 4), uint32_t(v.ld),
+                                  uint32_t(v.hs));
+            } else {
+                auto data = std::make_shared<std::vector<float>>(v.packed());
+                b_.rec().download(b.tmp, 0, words(v.packed()), data->data());
+                b_.after_flush_.push_back([data, v] { unpack(*data, v); });
+                host = true;
+            }
+        }
+        if (host || b_.used_temp_bytes_ > kTempBudget)
+            b_.flush();
+        else
+            b_.submit_early();
+    }
+
+private:
+    static constexpr uint64_t kTempBudget = 512ull << 20;  // flush a long pass before temporaries pile up
+    bool direct(uint64_t off) const { return off % b_.device().limits().min_storage_offset_alignment == 0; }
+    static BufRef read(BufRef r) { return r; }
+    static BufRef write(BufRef r) { return r; }
+    struct Back {
+        BufferPtr tmp;
+        View view;
+        BufferPtr region;  // null: a host array
+        uint64_t offset;
+    };
+    WebGpuBackend& b_;
+    std::vector<Back> backs_;
+};
+
 WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
-    : device_(std::make_unique<Device>(options)), kernels_(std::make_unique<Kernels>(*device_)) {
+    : device_(std::make_unique<Device>(options)), kernels_(std::make_unique<Kernels>(*device_)), rec_(*device_) {
     // gdn_inputs binds the most storage buffers of any kernel (10; the WebGPU default limit is 8)
     uint32_t have = device_->limits().max_storage_buffers_per_stage;
     if (have < Kernels::kMaxStorageBuffers)
         throw std::runtime_error("webgpu: " + device_->adapter().device + " allows " + std::to_string(have) +
                                  " storage buffers per shader stage, strata's kernels need " +
                                  std::to_string(Kernels::kMaxStorageBuffers));
+    const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
+    fuse_ = !(fuse && std::string(fuse) == "0");
 }
 
 bool WebGpuBackend::supports(Op op, WFormat f) const {
@@ -70,8 +220,99 @@ const GpuMatrix& WebGpuBackend::weights(const MatView& W) {
         .first->second.matrix;
 }
 
-BufferPtr WebGpuBackend::up(const float* p, size_t n, const char* what) {
-    return device_->upload(p, n * sizeof(float), what);
+const WebGpuBackend::Region* WebGpuBackend::find(const void* p, size_t bytes, uint64_t& offset) const {
+    if (regions_.empty() || !p) return nullptr;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = regions_.upper_bound(a);
+    if (it == regions_.begin()) return nullptr;
+    --it;
+    if (a >= it->first + it->second.bytes) return nullptr;
+    if (a + bytes > it->first + it->second.bytes)
+        throw std::logic_error("webgpu: an op argument runs past the end of its attached array");
+    offset = a - it->first;
+    return &it->second;
+}
+
+BufferPtr WebGpuBackend::temp(uint64_t bytes) {
+    uint64_t cls = 256;
+    while (cls < bytes) cls *= 2;
+    auto& free = free_temps_[cls];
+    BufferPtr b;
+    if (!free.empty()) {
+        b = std::move(free.back());
+        free.pop_back();
+    } else {
+        b = device_->create_buffer(cls, "window temporary");
+    }
+    used_temps_.push_back(b);
+    used_temp_bytes_ += cls;
+    return b;
+}
+
+void WebGpuBackend::flush() {
+    if (!rec_.empty()) {
+        dispatches_ += rec_.dispatches();
+        ++submits_;
+        rec_.submit();
+        encode_s_ += rec_.last_encode_seconds();
+        run_s_ += rec_.last_run_seconds();
+    }
+    auto unpacks = std::move(after_flush_);
+    after_flush_.clear();
+    for (auto& f : unpacks) f();
+    // back in reverse, so the next window's k-th temporary of a size is this one's k-th: the
+    // same dispatches get the same buffers and find their cached bind groups
+    for (auto it = used_temps_.rbegin(); it != used_temps_.rend(); ++it) free_temps_[(*it)->size()].push_back(std::move(*it));
+    used_temps_.clear();
+    used_temp_bytes_ = 0;
+}
+
+void WebGpuBackend::submit_early() {
+    if (rec_.dispatches() < kEarlySubmit) return;
+    dispatches_ += rec_.dispatches();
+    ++early_submits_;
+    rec_.submit(false);
+    encode_s_ += rec_.last_encode_seconds();
+}
+
+void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
+    if (!p || !bytes) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    // larger than one binding: stays host memory (each op uploads what it reads)
+    if (bytes > device_->limits().max_storage_binding) return;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    regions_.erase(a);
+    auto next = regions_.lower_bound(a);
+    if (next != regions_.end() && next->first < a + bytes)
+        throw std::logic_error("webgpu: attached arrays overlap");
+    if (next != regions_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > a)
+        throw std::logic_error("webgpu: attached arrays overlap");
+    BufferPtr buf = device_->create_buffer(bytes, "attached array");
+    if (upload) device_->write(buf, 0, p, bytes);
+    regions_.emplace(a, Region{bytes, std::move(buf)});
+}
+
+void WebGpuBackend::detach(const void* p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    regions_.erase(reinterpret_cast<uintptr_t>(p));  // recorded dispatches keep their buffers alive
+}
+
+void WebGpuBackend::to_host(const void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t off = 0;
+    const Region* r = find(p, bytes, off);
+    if (!r || !bytes) return;
+    rec_.download(r->buf, off, bytes, const_cast<void*>(p));
+    flush();
+}
+
+void WebGpuBackend::from_host(const void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t off = 0;
+    const Region* r = find(p, bytes, off);
+    if (!r || !bytes) return;
+    flush();  // what is recorded ran against the old contents
+    device_->write(r->buf, off, p, bytes);
 }
 
 void WebGpuBackend::embed(const MatView& W, const int32_t* ids, int n, float* out) {
@@ -85,68 +326,98 @@ void WebGpuBackend::embed(const MatView& W, const int32_t* ids, int n, float* ou
         u[i] = uint32_t(ids[i]);
     }
     const GpuMatrix& m = weights(W);
-    auto bids = device_->upload(u.data(), u.size() * 4, "ids");
-    auto y = device_->create_buffer(size_t(n) * W.cols * 4, "embeddings");
-    Recorder r = device_->record();
-    kernels_->embedding(r, bids, uint32_t(n), m, y);
-    r.download(y, 0, size_t(n) * W.cols * 4, out);
-    r.submit();
+    OpArgs a(*this);
+    BufRef bids = a.in_u32(u.data(), u.size());
+    BufRef y = a.out(span(out, uint64_t(n) * W.cols), "embeddings");
+    kernels_->embedding(rec_, bids, uint32_t(n), m, y);
+    a.done();
 }
 
 void WebGpuBackend::rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps) {
     if (rows <= 0 || heads <= 0 || dim <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto packed = pack(x.p, x.ld, x.hs, rows, heads, dim);
-    auto bx = up(packed.data(), packed.size(), "x");
-    auto by = device_->create_buffer(packed.size() * 4, "y");
-    Recorder r = device_->record();
-    kernels_->rmsnorm(r, bx, up(w, dim, "norm weight"), by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
-    r.download(by, 0, packed.size() * 4, packed.data());
-    r.submit();
-    unpack(packed, out.p, out.ld, out.hs, rows, heads, dim);
+    OpArgs a(*this);
+    BufRef bx = a.in(View{x.p, rows, x.ld, heads, x.hs, dim}, "x");
+    BufRef bw = a.in(span(w, dim), "norm weight");
+    BufRef by = a.out(View{out.p, rows, out.ld, heads, out.hs, dim}, "y");
+    kernels_->rmsnorm(rec_, bx, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    a.done();
 }
 
 void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim, const float* w, float eps) {
     if (rows <= 0 || heads <= 0 || dim <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto px = pack(x.p, x.ld, x.hs, rows, heads, dim);
-    auto pz = pack(z.p, z.ld, z.hs, rows, heads, dim);
-    auto by = device_->create_buffer(px.size() * 4, "y");
-    Recorder r = device_->record();
-    kernels_->rmsnorm_gated(r, up(px.data(), px.size(), "x"), up(pz.data(), pz.size(), "z"), up(w, dim, "norm weight"),
-                            by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
-    r.download(by, 0, px.size() * 4, px.data());
-    r.submit();
-    unpack(px, x.p, x.ld, x.hs, rows, heads, dim);
+    OpArgs a(*this);
+    View vx{x.p, rows, x.ld, heads, x.hs, dim};
+    BufRef bx = a.in(vx, "x");
+    BufRef bz = a.in(View{z.p, rows, z.ld, heads, z.hs, dim}, "z");
+    BufRef bw = a.in(span(w, dim), "norm weight");
+    BufRef by = a.out(vx, "y");
+    kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    a.done();
+}
+
+bool WebGpuBackend::matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n) {
+    const MatJob& a = jobs[j];
+    std::vector<GpuMatrix> mats;
+    std::vector<uint32_t> y_off, y_stride;
+    const Buffer* ybuf = nullptr;
+    BufferPtr yb;
+    for (size_t i = j; i < j + n; ++i) {
+        const MatJob& b = jobs[i];
+        mats.push_back(weights(b.W));
+        uint64_t off = 0;
+        const Region* r = find(b.Y, uint64_t((b.T - 1) * int64_t(b.ldy) + b.W.rows) * 4, off);
+        if (!r || !Kernels::multi_ok(mats.back()) || (ybuf && r->buf.get() != ybuf) || off / 4 > UINT32_MAX)
+            return false;  // outputs in different device arrays, or in host memory: one job at a time
+        ybuf = r->buf.get();
+        yb = r->buf;
+        y_off.push_back(uint32_t(off / 4));
+        y_stride.push_back(uint32_t(b.ldy));
+    }
+    OpArgs args(*this);
+    uint32_t x_off = 0;
+    BufRef bx = args.in_whole(a.X, uint64_t(a.T - 1) * a.ldx + a.W.cols, x_off, "x");
+    kernels_->matmul_multi(rec_, bx, uint32_t(a.T), x_off, uint32_t(a.ldx), mats, BufRef(yb), y_off, y_stride);
+    args.done();
+    return true;
 }
 
 void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Recorder r = device_->record();
-    std::vector<std::vector<float>> results(jobs.size());
-    std::vector<GpuMatrix> keep;  // weights stay alive until the submit, even if evicted meanwhile
+    // consecutive jobs over the same x with half-precision weights of one width go in one dispatch
+    auto groupable = [](const MatJob& a, const MatJob& b) {
+        return !b.bias && b.T > 0 && b.W.rows > 0 && b.X == a.X && b.T == a.T && b.ldx == a.ldx &&
+               b.W.cols == a.W.cols && b.W.format == a.W.format &&
+               (b.W.format == WFormat::F16 || b.W.format == WFormat::BF16);
+    };
     for (size_t j = 0; j < jobs.size(); ++j) {
         const MatJob& job = jobs[j];
         if (job.T <= 0 || job.W.rows <= 0) continue;
-        auto px = pack(job.X, job.ldx, 0, job.T, 1, job.W.cols);
-        keep.push_back(weights(job.W));
-        size_t ny = size_t(job.T) * job.W.rows;
-        auto by = device_->create_buffer(ny * 4, "y");
-        kernels_->matmul(r, up(px.data(), px.size(), "x"), uint32_t(job.T), keep.back(), by);
-        BufferPtr out = by;
-        if (job.bias) {
-            out = device_->create_buffer(ny * 4, "y + bias");
-            kernels_->elementwise(r, "bias_add", by, up(job.bias, job.W.rows, "bias"), out, uint32_t(ny), 0.0f,
-                                  uint32_t(job.W.rows));
+        if (fuse_ && groupable(job, job)) {
+            size_t n = 1;
+            while (j + n < jobs.size() && n < Kernels::kMultiMatrices && groupable(job, jobs[j + n])) ++n;
+            if (n > 1 && matmul_grouped(jobs, j, n)) {
+                j += n - 1;
+                continue;
+            }
         }
-        results[j].resize(ny);
-        r.download(out, 0, ny * 4, results[j].data());
-    }
-    r.submit();
-    for (size_t j = 0; j < jobs.size(); ++j) {
-        const MatJob& job = jobs[j];
-        if (job.T <= 0 || job.W.rows <= 0) continue;
-        unpack(results[j], job.Y, job.ldy, 0, job.T, 1, job.W.rows);
+        const GpuMatrix& m = weights(job.W);
+        OpArgs a(*this);
+        uint32_t x_off = 0, y_off = 0, y_stride = 0;
+        BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+        if (job.bias) {
+            BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
+            uint64_t ny = uint64_t(job.T) * job.W.rows;
+            BufferPtr raw = temp(ny * 4);
+            kernels_->matmul(rec_, bx, uint32_t(job.T), m, raw, x_off, uint32_t(job.ldx), 0, 0);
+            BufRef by = a.out(rows_of(job.Y, job.T, job.ldy, job.W.rows), "y + bias");
+            kernels_->elementwise(rec_, "bias_add", raw, bb, by, uint32_t(ny), 0.0f, uint32_t(job.W.rows));
+        } else {
+            BufRef by = a.out_rows(job.Y, job.T, job.ldy, job.W.rows, y_off, y_stride);
+            kernels_->matmul(rec_, bx, uint32_t(job.T), m, by, x_off, uint32_t(job.ldx), y_off, y_stride);
+        }
+        a.done();
     }
 }
 
@@ -162,104 +433,98 @@ void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float
             cs[size_t(t) * 2 * half + i] = std::cos(f);
             cs[size_t(t) * 2 * half + half + i] = std::sin(f);
         }
-    auto px = pack(x.p, x.ld, x.hs, rows, heads, 2 * half);
-    auto bx = up(px.data(), px.size(), "x");
-    Recorder r = device_->record();
-    kernels_->rotary(r, bx, up(cs.data(), cs.size(), "cos/sin"), uint32_t(rows), uint32_t(heads), uint32_t(2 * half),
-                     uint32_t(2 * half));
-    r.download(bx, 0, px.size() * 4, px.data());
-    r.submit();
-    unpack(px, x.p, x.ld, x.hs, rows, heads, 2 * half);
+    OpArgs a(*this);
+    BufRef bcs = a.in(span(cs.data(), cs.size()), "cos/sin");
+    BufRef bx = a.inout(View{x.p, rows, x.ld, heads, x.hs, 2 * half}, "x");
+    kernels_->rotary(rec_, bx, bcs, uint32_t(rows), uint32_t(heads), uint32_t(2 * half), uint32_t(2 * half));
+    a.done();
 }
 
-void WebGpuBackend::attention(const AttentionArgs& a) {
-    if (a.n <= 0) return;
+void WebGpuBackend::attention(const AttentionArgs& p) {
+    if (p.n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    uint32_t n = uint32_t(a.n), nh = uint32_t(a.n_heads), nkv = uint32_t(a.n_kv), hd = uint32_t(a.head_dim);
-    uint32_t p0 = uint32_t(a.p0), cells = p0 + n;
-    size_t nq = size_t(n) * nh * hd, nc = size_t(cells) * nkv * hd;
-    auto bk = up(a.k_cells, nc, "k cells"), bv = up(a.v_cells, nc, "v cells");
-    auto scores = device_->create_buffer(size_t(n) * nh * cells * 4, "scores");
-    auto out = device_->create_buffer(nq * 4, "attention out");
-    Recorder r = device_->record();
-    kernels_->attention(r, up(a.q, nq, "q"), bk, bv, scores, out, n, nh, nkv, hd, p0, a.scale);
-    BufferPtr result = out;
-    if (a.gate) {
-        result = device_->create_buffer(nq * 4, "gated out");
-        kernels_->elementwise(r, "sigmoid_mul", out, up(a.gate, nq, "gate"), result, uint32_t(nq));
+    uint32_t n = uint32_t(p.n), nh = uint32_t(p.n_heads), nkv = uint32_t(p.n_kv), hd = uint32_t(p.head_dim);
+    uint32_t p0 = uint32_t(p.p0), cells = p0 + n;
+    uint64_t nq = uint64_t(n) * nh * hd, nc = uint64_t(cells) * nkv * hd;
+    OpArgs a(*this);
+    BufRef bq = a.in(span(p.q, nq), "q");
+    BufRef bk = a.in(span(p.k_cells, nc), "k cells");
+    BufRef bv = a.in(span(p.v_cells, nc), "v cells");
+    BufRef bg = p.gate ? a.in(span(p.gate, nq), "gate") : BufRef();
+    BufferPtr scores = temp(uint64_t(n) * nh * cells * 4);
+    if (p.gate) {
+        BufferPtr raw = temp(nq * 4);
+        kernels_->attention(rec_, bq, bk, bv, scores, raw, n, nh, nkv, hd, p0, p.scale);
+        BufRef out = a.out(span(p.out, nq), "gated out");
+        kernels_->elementwise(rec_, "sigmoid_mul", raw, bg, out, uint32_t(nq));
+    } else {
+        BufRef out = a.out(span(p.out, nq), "attention out");
+        kernels_->attention(rec_, bq, bk, bv, scores, out, n, nh, nkv, hd, p0, p.scale);
     }
-    r.download(result, 0, nq * 4, a.out);
-    r.submit();
+    a.done();
 }
 
-void WebGpuBackend::causal_conv(const ConvArgs& a) {
-    if (a.n <= 0 || a.channels <= 0) return;
+void WebGpuBackend::causal_conv(const ConvArgs& p) {
+    if (p.n <= 0 || p.channels <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto px = pack(a.x, a.ldx, 0, a.n, 1, a.channels);
-    size_t ny = size_t(a.n) * a.channels;
+    OpArgs a(*this);
+    BufRef bx = a.in(rows_of(p.x, p.n, p.ldx, p.channels), "x");
+    BufRef bw = a.in(span(p.w, uint64_t(p.channels) * p.K), "conv weight");
     // the layer owns the history: the kernel reads it and leaves it (commit_rows = 0)
-    auto hist = up(a.hist, size_t(a.K - 1) * a.channels, "conv history");
-    auto y = device_->create_buffer(ny * 4, "conv out");
-    Recorder r = device_->record();
-    kernels_->causal_conv(r, up(px.data(), px.size(), "x"), up(a.w, size_t(a.channels) * a.K, "conv weight"), hist, y,
-                          uint32_t(a.n), uint32_t(a.channels), uint32_t(a.K), 0);
-    r.download(y, 0, ny * 4, a.out);
-    r.submit();
+    BufRef bh = a.in(span(p.hist, uint64_t(p.K - 1) * p.channels), "conv history");
+    BufRef by = a.out(span(p.out, uint64_t(p.n) * p.channels), "conv out");
+    kernels_->causal_conv(rec_, bx, bw, bh, by, uint32_t(p.n), uint32_t(p.channels), uint32_t(p.K), 0);
+    a.done();
 }
 
-void WebGpuBackend::gdn_inputs(const GdnInputsArgs& a) {
-    if (a.n <= 0) return;
+void WebGpuBackend::gdn_inputs(const GdnInputsArgs& p) {
+    if (p.n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    uint32_t T = uint32_t(a.n), Hk = uint32_t(a.n_k), Hv = uint32_t(a.n_v), Dk = uint32_t(a.d_k), Dv = uint32_t(a.d_v);
-    size_t key = size_t(T) * Hk * Dk, val = size_t(T) * Hv * Dv, heads = size_t(T) * Hv;
-    size_t conv_dim = 2 * size_t(Hk) * Dk + size_t(Hv) * Dv;
-    size_t ba = size_t(T - 1) * a.ld_ba + Hv;
-    auto q = device_->create_buffer(key * 4, "q"), k = device_->create_buffer(key * 4, "k");
-    auto v = device_->create_buffer(val * 4, "v");
-    auto decay = device_->create_buffer(heads * 4, "decay"), beta = device_->create_buffer(heads * 4, "beta");
-    Recorder r = device_->record();
-    kernels_->gdn_inputs(r, up(a.conv, T * conv_dim, "conv"), up(a.b, ba, "b"), up(a.a, ba, "a"), uint32_t(a.ld_ba),
-                         up(a.A, Hv, "A"), up(a.dt_bias, Hv, "dt_bias"), T, Hk, Hv, Dk, Dv, q, k, v, decay, beta);
-    r.download(q, 0, key * 4, a.q);
-    r.download(k, 0, key * 4, a.k);
-    r.download(v, 0, val * 4, a.v);
-    r.download(decay, 0, heads * 4, a.decay);
-    r.download(beta, 0, heads * 4, a.beta);
-    r.submit();
+    uint32_t T = uint32_t(p.n), Hk = uint32_t(p.n_k), Hv = uint32_t(p.n_v), Dk = uint32_t(p.d_k), Dv = uint32_t(p.d_v);
+    uint64_t key = uint64_t(T) * Hk * Dk, val = uint64_t(T) * Hv * Dv, heads = uint64_t(T) * Hv;
+    uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
+    uint64_t ba = uint64_t(T - 1) * p.ld_ba + Hv;
+    OpArgs a(*this);
+    BufRef conv = a.in(span(p.conv, T * conv_dim), "conv");
+    BufRef bb = a.in(span(p.b, ba), "b"), baa = a.in(span(p.a, ba), "a");
+    BufRef bA = a.in(span(p.A, Hv), "A"), bdt = a.in(span(p.dt_bias, Hv), "dt_bias");
+    BufRef q = a.out(span(p.q, key), "q"), k = a.out(span(p.k, key), "k"), v = a.out(span(p.v, val), "v");
+    BufRef decay = a.out(span(p.decay, heads), "decay"), beta = a.out(span(p.beta, heads), "beta");
+    kernels_->gdn_inputs(rec_, conv, bb, baa, uint32_t(p.ld_ba), bA, bdt, T, Hk, Hv, Dk, Dv, q, k, v, decay, beta);
+    a.done();
 }
 
-void WebGpuBackend::gdn_step(const GdnStepArgs& a) {
-    if (a.n <= 0) {
-        if (a.S != a.S0) std::memcpy(a.S, a.S0, sizeof(float) * size_t(a.n_v) * a.d_k * a.d_v);
+void WebGpuBackend::gdn_step(const GdnStepArgs& p) {
+    uint64_t ns = uint64_t(p.n_v) * p.d_k * p.d_v;
+    if (p.n <= 0) {
+        if (p.S != p.S0) copy({p.S0, 0, 0}, {p.S, 0, 0}, 1, 1, int(ns));
         return;
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    uint32_t T = uint32_t(a.n), Hk = uint32_t(a.n_k), Hv = uint32_t(a.n_v), Dk = uint32_t(a.d_k), Dv = uint32_t(a.d_v);
-    size_t ns = size_t(Hv) * Dk * Dv, key = size_t(T) * Hk * Dk, val = size_t(T) * Hv * Dv, heads = size_t(T) * Hv;
-    auto S = device_->create_buffer(ns * 4, "state");
-    auto out = device_->create_buffer(val * 4, "gdn out");
-    Recorder r = device_->record();
-    kernels_->gdn_step(r, up(a.S0, ns, "S0"), S, up(a.q, key, "q"), up(a.k, key, "k"), up(a.v, val, "v"),
-                       up(a.decay, heads, "decay"), up(a.beta, heads, "beta"), out, T, Hk, Hv, Dk, Dv);
-    r.download(S, 0, ns * 4, a.S);
-    if (a.out) r.download(out, 0, val * 4, a.out);
-    r.submit();
+    uint32_t T = uint32_t(p.n), Hk = uint32_t(p.n_k), Hv = uint32_t(p.n_v), Dk = uint32_t(p.d_k), Dv = uint32_t(p.d_v);
+    uint64_t key = uint64_t(T) * Hk * Dk, val = uint64_t(T) * Hv * Dv, heads = uint64_t(T) * Hv;
+    OpArgs a(*this);
+    BufRef S0 = a.in(span(p.S0, ns), "S0");
+    BufRef q = a.in(span(p.q, key), "q"), k = a.in(span(p.k, key), "k"), v = a.in(span(p.v, val), "v");
+    BufRef decay = a.in(span(p.decay, heads), "decay"), beta = a.in(span(p.beta, heads), "beta");
+    BufRef S = a.out(span(p.S, ns), "state");
+    BufRef out = p.out ? a.out(span(p.out, val), "gdn out") : BufRef(temp(val * 4));
+    kernels_->gdn_step(rec_, S0, S, q, k, v, decay, beta, out, T, Hk, Hv, Dk, Dv);
+    a.done();
 }
 
 void WebGpuBackend::router_topk(const float* logits, int n, int n_experts, int k, bool renormalize, int* idx,
                                 float* weights) {
     if (n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t nk = size_t(n) * k;
-    auto ids = device_->create_buffer(nk * 4, "expert ids"), w = device_->create_buffer(nk * 4, "expert weights");
-    std::vector<uint32_t> u(nk);
-    Recorder r = device_->record();
-    kernels_->router_topk(r, up(logits, size_t(n) * n_experts, "router logits"), ids, w, uint32_t(n),
-                          uint32_t(n_experts), uint32_t(k), renormalize);
-    r.download(ids, 0, nk * 4, u.data());
-    r.download(w, 0, nk * 4, weights);
-    r.submit();
-    for (size_t i = 0; i < nk; ++i) idx[i] = int(u[i]);
+    uint64_t nk = uint64_t(n) * k;
+    OpArgs a(*this);
+    BufRef bl = a.in(span(logits, uint64_t(n) * n_experts), "router logits");
+    // the ids are u32 on the device; a non-negative int has the same bits
+    BufRef ids = a.out(span(idx, nk), "expert ids");
+    BufRef w = a.out(span(weights, nk), "expert weights");
+    kernels_->router_topk(rec_, bl, ids, w, uint32_t(n), uint32_t(n_experts), uint32_t(k), renormalize);
+    a.done();
 }
 
 void WebGpuBackend::gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) {
@@ -272,37 +537,33 @@ void WebGpuBackend::gather(const float* src, int ld_src, const int* idx, int n, 
         u[i] = uint32_t(idx[i]);
         max_row = std::max(max_row, idx[i]);
     }
-    size_t src_floats = size_t(max_row) * ld_src + cols;
-    // dst rows keep their lanes past `cols`: start from the current contents
-    size_t ny = size_t(n - 1) * ld_dst + cols;
-    auto y = up(dst, ny, "gather dst");
-    Recorder r = device_->record();
-    kernels_->gather(r, up(src, src_floats, "gather src"), uint32_t(ld_src), uint32_t(max_row + 1),
-                     device_->upload(u.data(), u.size() * 4, "gather ids"), uint32_t(n), uint32_t(cols), y,
-                     uint32_t(ld_dst));
-    r.download(y, 0, ny * 4, dst);
-    r.submit();
+    uint64_t src_floats = uint64_t(max_row) * ld_src + cols;
+    OpArgs a(*this);
+    BufRef bs = a.in(span(src, src_floats), "gather src");
+    BufRef bi = a.in_u32(u.data(), u.size());
+    // dst rows keep their lanes past `cols`: the kernel writes packed rows, copied into place
+    BufRef y = a.out(rows_of(dst, n, ld_dst, cols), "gather dst");
+    kernels_->gather(rec_, bs, uint32_t(ld_src), uint32_t(max_row + 1), bi, uint32_t(n), uint32_t(cols), y,
+                     uint32_t(cols));
+    a.done();
 }
 
 void WebGpuBackend::swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
     if (rows <= 0 || n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    auto pg = pack(g.p, g.ld, 0, rows, 1, n);
-    auto pu = pack(u.p, u.ld, 0, rows, 1, n);
-    auto y = device_->create_buffer(pg.size() * 4, "swiglu out");
-    Recorder r = device_->record();
-    kernels_->elementwise(r, "swiglu", up(pg.data(), pg.size(), "g"), up(pu.data(), pu.size(), "u"), y,
-                          uint32_t(pg.size()));
-    r.download(y, 0, pg.size() * 4, pg.data());
-    r.submit();
-    unpack(pg, out.p, out.ld, 0, rows, 1, n);
+    OpArgs a(*this);
+    BufRef bg = a.in(rows_of(g.p, rows, g.ld, n), "g");
+    BufRef bu = a.in(rows_of(u.p, rows, u.ld, n), "u");
+    BufRef y = a.out(rows_of(out.p, rows, out.ld, n), "swiglu out");
+    kernels_->elementwise(rec_, "swiglu", bg, bu, y, uint32_t(uint64_t(rows) * n));
+    a.done();
 }
 
 void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H,
                                 const float* shared, const float* shared_gate, float* out) {
     if (n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    size_t nk = size_t(n) * k, ny = size_t(n) * H;
+    uint64_t nk = uint64_t(n) * k, ny = uint64_t(n) * H;
     std::vector<uint32_t> u(nk);
     int max_slot = 0;
     for (size_t i = 0; i < nk; ++i) {
@@ -310,24 +571,46 @@ void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w,
         u[i] = uint32_t(slot[i]);
         max_slot = std::max(max_slot, slot[i]);
     }
-    auto y = device_->create_buffer(ny * 4, "moe out");
-    Recorder r = device_->record();
-    kernels_->moe_combine(r, up(D, size_t(max_slot + 1) * H, "expert outputs"), uint32_t(max_slot + 1),
-                          device_->upload(u.data(), nk * 4, "slots"), up(w, nk, "expert weights"), uint32_t(n),
-                          uint32_t(k), uint32_t(H), shared ? up(shared, ny, "shared") : nullptr,
-                          shared ? up(shared_gate, n, "shared gate") : nullptr, y);
-    r.download(y, 0, ny * 4, out);
-    r.submit();
+    OpArgs a(*this);
+    BufRef bD = a.in(span(D, uint64_t(max_slot + 1) * H), "expert outputs");
+    BufRef bs = a.in_u32(u.data(), u.size());
+    BufRef bw = a.in(span(w, nk), "expert weights");
+    BufRef bsh = shared ? a.in(span(shared, ny), "shared") : BufRef();
+    BufRef bsg = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
+    BufRef y = a.out(span(out, ny), "moe out");
+    kernels_->moe_combine(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H), bsh, bsg, y);
+    a.done();
 }
 
 void WebGpuBackend::add(float* x, const float* y, size_t n) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (n == 0) return;
-    auto out = device_->create_buffer(n * 4, "sum");
-    Recorder r = device_->record();
-    kernels_->elementwise(r, "add", up(x, n, "x"), up(y, n, "y"), out, uint32_t(n));
-    r.download(out, 0, n * 4, x);
-    r.submit();
+    OpArgs a(*this);
+    BufRef bx = a.in(span(x, n), "x");
+    BufRef by = a.in(span(y, n), "y");
+    BufRef out = a.out(span(x, n), "sum");
+    kernels_->elementwise(rec_, "add", bx, by, out, uint32_t(n));
+    a.done();
+}
+
+void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
+    if (rows <= 0 || heads <= 0 || dim <= 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    View vs{src.p, rows, src.ld, heads, src.hs, dim}, vd{dst.p, rows, dst.ld, heads, dst.hs, dim};
+    uint64_t so = 0, d_off = 0;
+    const Region* rs = find(src.p, vs.extent() * 4, so);
+    const Region* rd = find(dst.p, vd.extent() * 4, d_off);
+    if (rs && rd) {  // one strided copy between device arrays (ranges never overlap)
+        kernels_->copy(rec_, rs->buf, rd->buf, uint32_t(rows), uint32_t(heads), uint32_t(dim), uint32_t(so / 4),
+                       uint32_t(src.ld), uint32_t(src.hs), uint32_t(d_off / 4), uint32_t(dst.ld), uint32_t(dst.hs));
+        return;
+    }
+    OpArgs a(*this);
+    BufRef packed = a.in(vs, "copy src");
+    BufRef y = a.out(vd, "copy dst");
+    kernels_->copy(rec_, packed, y, uint32_t(rows), uint32_t(heads), uint32_t(dim), 0, uint32_t(heads * dim),
+                   uint32_t(dim), 0, uint32_t(heads * dim), uint32_t(dim));
+    a.done();
 }
 
 }  // namespace strata::webgpu

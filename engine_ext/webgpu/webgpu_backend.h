@@ -1,10 +1,14 @@
-// The `webgpu` backend: every op of backend.h on the WGSL kernels. The Backend interface works
-// on host arrays, so each call uploads its activations, runs its dispatches in one submit and
-// reads the results back. Weight matrices stay on the device between calls, keyed by address
-// and checked against a hash of their bytes on every use: expert cache slots are refilled with
-// other experts at the same address, so the address alone could serve a stale copy. Correct and
-// testable op by op on any adapter, not fast: device-resident windows are the next step.
+// The `webgpu` backend: every op of backend.h on the WGSL kernels. Arrays the engine attaches
+// (Backend::attach: the scratch arena of activations, the layers' KV cells and GDN state, norm
+// weights) have a device copy that is the current one, so a window's ops read and write device
+// memory only; their dispatches go into one open recorder that is submitted when the host needs
+// a result (to_host, an unattached output such as the logits). Unattached host arrays (the
+// per-op test's NumPy arrays) are uploaded per op and their results read back at once.
+// Weight matrices stay on the device between calls, keyed by address and refreshed when their
+// contents version changes (a refilled expert cache slot).
 #pragma once
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -42,10 +46,31 @@ public:
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     void add(float* x, const float* y, size_t n) override;
+    void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
+    void attach(const void* p, size_t bytes, bool upload) override;
+    void detach(const void* p) override;
+    void to_host(const void* p, size_t bytes) override;
+    void from_host(const void* p, size_t bytes) override;
+    // How often the recorder was submitted and how many dispatches went in (for the bench).
+    std::vector<std::pair<std::string, double>> counters() const override {
+        return {{"submits", double(submits_)}, {"early_submits", double(early_submits_)},
+                {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
+                {"encode_s", encode_s_}, {"run_s", run_s_}};
+    }
 
 private:
+    friend class OpArgs;
+    struct Region {
+        size_t bytes;
+        BufferPtr buf;
+    };
+    // The attached region holding [p, p + bytes), with p's byte offset in it; null: host memory.
+    const Region* find(const void* p, size_t bytes, uint64_t& offset) const;
+    BufferPtr temp(uint64_t bytes);  // a window temporary, recycled after the next flush
+    void flush();                    // submit what is recorded, wait, fill host results
+    Recorder& rec() { return rec_; }
+    Kernels& kernels() { return *kernels_; }
     const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its version changes
-    BufferPtr up(const float* p, size_t n, const char* what);
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
     std::mutex mutex_;  // one window at a time on the queue
@@ -58,6 +83,21 @@ private:
         GpuMatrix matrix;
     };
     std::unordered_map<const void*, CachedMatrix> weights_;
+    Recorder rec_;
+    std::map<uintptr_t, Region> regions_;
+    std::map<uint64_t, std::vector<BufferPtr>> free_temps_;  // by size class
+    std::vector<BufferPtr> used_temps_;
+    uint64_t used_temp_bytes_ = 0;
+    std::vector<std::function<void()>> after_flush_;  // unpack host results once they are read back
+    uint64_t submits_ = 0, early_submits_ = 0, dispatches_ = 0;
+    // Recorded dispatches are handed to the GPU in batches of this many without waiting, so it
+    // computes while the host encodes the rest of the window.
+    static constexpr size_t kEarlySubmit = 48;
+    void submit_early();
+    // jobs[j..j+n) in one matmul_multi dispatch when they allow it; false: nothing recorded
+    bool matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n);
+    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns grouping off (the tests compare both)
+    double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
 }  // namespace strata::webgpu

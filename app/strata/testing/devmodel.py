@@ -34,6 +34,13 @@ PRESETS: dict[str, dict] = {
                   moe_intermediate_size=128, shared_expert_intermediate_size=256, intermediate_size=1024,
                   linear_num_key_heads=4, linear_num_value_heads=8, linear_key_head_dim=64,
                   linear_value_head_dim=64),
+    # the layer shape of Qwen3-Next-80B-A3B (hidden 2048, 512 experts top-10, expert width 512)
+    # with 8 layers: the realistic GPU decode measurement (bench/h200_webgpu.sh), ~27 GB in bf16
+    "a3b": dict(vocab_size=151936, hidden_size=2048, num_hidden_layers=8, num_attention_heads=16,
+                num_key_value_heads=2, head_dim=256, num_experts=512, num_experts_per_tok=10,
+                moe_intermediate_size=512, shared_expert_intermediate_size=512, intermediate_size=5120,
+                linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
+                linear_value_head_dim=128),
 }
 
 _ARCH = {
@@ -147,8 +154,11 @@ def _tensor_specs(spec: dict) -> Iterator[tuple[str, tuple[int, ...]]]:
 
 
 def write_random_model(path, arch: str = "qwen3_next", seed: int = 0, *, preset: str = "tiny",
-                       dtype: str = "float32", max_shard_bytes: int = 2 << 30, **overrides) -> str:
-    """Writes a random checkpoint folder and returns its path."""
+                       dtype: str = "float32", max_shard_bytes: int = 2 << 30, tensor_bytes=None,
+                       **overrides) -> str:
+    """Writes a random checkpoint folder and returns its path. `tensor_bytes(name, shape)` may
+    return the encoded bytes of a tensor itself (None: the seeded random values), so a timing
+    model of many gigabytes can repeat one random block instead of drawing every value."""
     if dtype not in _DT:
         raise ValueError(f"dtype must be one of {', '.join(_DT)}")
     folder = os.fspath(path)
@@ -192,7 +202,8 @@ def write_random_model(path, arch: str = "qwen3_next", seed: int = 0, *, preset:
             f.write(struct.pack("<Q", len(hb)))
             f.write(hb)
             for name, shape in shard:
-                f.write(_encode(_values(name, shape, seed, plus_one), dtype))
+                data = tensor_bytes(name, shape) if tensor_bytes else None
+                f.write(data if data is not None else _encode(_values(name, shape, seed, plus_one), dtype))
         os.replace(tmp, os.path.join(folder, fn))
     if len(shards) > 1:
         with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:

@@ -1,0 +1,32 @@
+// Strided copy of rows x heads vectors of D floats, bit for bit:
+// dst[dst_off + r*dst_ld + h*dst_hs + d] = src[src_off + r*src_ld + h*src_hs + d].
+// The webgpu backend moves activations between its device arrays with it (the engine's
+// strided views, a window's temporaries), so nothing goes through the host.
+struct Params {
+    rows: u32,
+    heads: u32,
+    D: u32,
+    src_off: u32,
+    src_ld: u32,
+    src_hs: u32,
+    dst_off: u32,
+    dst_ld: u32,
+    dst_hs: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> src: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+
+const WG: u32 = {{WG}}u;
+
+@compute @workgroup_size({{WG}})
+fn copy_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
+    let n = p.rows * p.heads * p.D;
+    for (var i = gid.x; i < n; i += ng.x * WG) {
+        let d = i % p.D;
+        let rh = i / p.D;
+        let h = rh % p.heads;
+        let r = rh / p.heads;
+        dst[p.dst_off + r * p.dst_ld + h * p.dst_hs + d] = src[p.src_off + r * p.src_ld + h * p.src_hs + d];
+    }
+}

@@ -1,0 +1,197 @@
+"""Model state on the GPU (lavapipe in CI): the webgpu backend keeps the KV cells, the GDN
+recurrence and conv history, and every activation of a window on the device. Commit, eager and
+lazy folds, save/load through the state blob and reset all act there; these tests check each
+against serial decoding or the CPU backend, and that a window goes back to the host only
+where the engine reads (the router's choices per MoE layer, the logits)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import strata
+from strata.testing.devmodel import write_random_model
+from webgpu_helpers import open_test_device
+
+# max |gpu - cpu| relative to max |cpu| logits (test_webgpu_engine measures ~3e-6 on lavapipe)
+LOGITS_REL = 3e-5
+PROMPT = [3, 14, 15, 92, 65, 35]
+WINDOWS = [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def adapter():
+    open_test_device()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return write_random_model(tmp_path_factory.mktemp("webgpu_state") / "m", "qwen3_next", seed=5)
+
+
+def gpu(path, **kw):
+    return strata.load(path, threads=1, backend="webgpu", **kw)
+
+
+def decode(eng, windows=WINDOWS):
+    """Runs windows with forced rejections; returns the kept rows' logits."""
+    out = []
+    for window, keep in windows:
+        logits = eng.run(window)
+        eng.commit(keep)
+        out.extend(np.array(logits[t]) for t in range(keep))
+    return out
+
+
+def test_lazy_fold_rows_equal_serial_decode(model):
+    serial, windowed = gpu(model), gpu(model, fold="lazy")
+    assert windowed.fold == "lazy"
+    for eng in (serial, windowed):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in WINDOWS:
+        logits = windowed.run(window)
+        windowed.commit(keep)
+        for t in range(keep):
+            one = serial.run([window[t]])
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
+@pytest.mark.parametrize("fold", ["eager", "lazy"])
+def test_save_load_continues_bit_identically(model, fold):
+    a = gpu(model, fold=fold)
+    a.run(PROMPT)
+    a.commit(len(PROMPT))
+    decode(a, WINDOWS[:2])  # a lazy fold is pending here: save must flush it first
+    blob = a.save_state()
+    rest = decode(a, WINDOWS[2:])
+    b = gpu(model, fold=fold)
+    b.load_state(blob)
+    for x, y in zip(decode(b, WINDOWS[2:]), rest):
+        np.testing.assert_array_equal(x, y)
+    a.load_state(blob)  # back over state the GPU has moved past
+    for x, y in zip(decode(a, WINDOWS[2:]), rest):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_state_blob_holds_the_device_state(model):
+    # a blob saved on the GPU, continued on the CPU: only right if save read the device copies
+    g, c = gpu(model), strata.load(model, threads=1)
+    for eng in (g, c):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+        decode(eng, WINDOWS[:2])
+    c2 = strata.load(model, threads=1)
+    c2.load_state(g.save_state())
+    for x, y in zip(decode(c2, WINDOWS[2:]), decode(c, WINDOWS[2:])):
+        assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+    # and the other way: a CPU blob loaded into the GPU's state
+    g2 = gpu(model)
+    g2.load_state(c2.save_state())
+    ref = strata.load(model, threads=1)
+    ref.load_state(c2.save_state())
+    for x, y in zip(decode(g2, [([7, 8], 2)]), decode(ref, [([7, 8], 2)])):
+        assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+
+
+def test_reset_clears_the_device_state(model):
+    fresh = gpu(model)
+    first = fresh.run(PROMPT)
+    used = gpu(model)
+    used.run(PROMPT)
+    used.commit(len(PROMPT))
+    decode(used)
+    used.reset()
+    np.testing.assert_array_equal(used.run(PROMPT), first)
+
+
+def test_a_window_reads_back_once_per_moe_layer_and_for_the_logits(model):
+    eng = gpu(model)
+    eng.run(PROMPT)
+    eng.commit(len(PROMPT))
+    import json
+    import os
+
+    with open(os.path.join(model, "config.json")) as f:
+        moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
+    for T in (1, 4):
+        before = eng.backend_counters()
+        eng.run(list(range(50, 50 + T)))
+        eng.commit(1)
+        after = eng.backend_counters()
+        assert after["submits"] - before["submits"] <= moe_layers + 1
+        assert after["dispatches"] > before["dispatches"]
+
+
+def test_cpu_backend_counts_nothing(model):
+    assert strata.load(model, threads=1).backend_counters() == {}
+
+
+def test_long_prefill_cut_short_matches_cpu(model):
+    # past kExactRows the run is a prefill pass; committing a prefix replays it on the exact
+    # kernels (a second pass over device-resident state)
+    ids = [int(i) for i in np.random.default_rng(2).integers(0, 500, 90)]
+    g, c = gpu(model), strata.load(model, threads=1)
+    for eng in (g, c):
+        eng.run(ids)
+        eng.commit(70)
+    x, y = g.run([5, 6]), c.run([5, 6])
+    assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+
+
+@pytest.mark.parametrize("options", [dict(readahead=True), dict(routing="protect=1,bonus=8"),
+                                     dict(readahead=True, routing="root-readahead")])
+def test_streamed_experts_with_readahead_and_cache_aware_routing_match_cpu(model, tmp_path, options):
+    # the host reads the read-ahead router's choices and, with cache-aware routing, the logits
+    # and writes the weights it chose: each a to_host / from_host of the device arrays
+    from strata import pack
+
+    dst = str(tmp_path / "m.strata")
+    pack.convert(model, dst)
+    g = pack.load_pack(dst, threads=1, backend="webgpu", expert_cache="0.5", **options)
+    c = pack.load_pack(dst, threads=1, expert_cache="0.5", **options)
+    assert g.backend == "webgpu"
+    for window, keep in [(PROMPT, len(PROMPT))] + WINDOWS:
+        x, y = g.run(window), c.run(window)
+        assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
+        g.commit(keep)
+        c.commit(keep)
+
+
+@pytest.fixture(scope="module")
+def bf16_model(tmp_path_factory):
+    return write_random_model(tmp_path_factory.mktemp("webgpu_bf16") / "m", "qwen3_next", seed=6, dtype="bfloat16")
+
+
+def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
+    # the backend runs consecutive half-precision jobs over one x in one dispatch (an expert's
+    # gate and up, router + shared expert, q/k/v); each row must equal the one-job kernel's
+    grouped = gpu(bf16_model)
+    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
+    single = gpu(bf16_model)
+    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
+    for eng in (grouped, single):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    counts = [0, 0]
+    for window, keep in WINDOWS:
+        before = [e.backend_counters()["dispatches"] for e in (grouped, single)]
+        np.testing.assert_array_equal(grouped.run(window), single.run(window))
+        counts = [c + e.backend_counters()["dispatches"] - b for c, e, b in zip(counts, (grouped, single), before)]
+        grouped.commit(keep)
+        single.commit(keep)
+    assert counts[0] < counts[1]  # grouping really happened
+
+
+def test_grouped_windows_equal_serial_decode(bf16_model):
+    serial, windowed = gpu(bf16_model), gpu(bf16_model)
+    for eng in (serial, windowed):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in WINDOWS:
+        logits = windowed.run(window)
+        windowed.commit(keep)
+        for t in range(keep):
+            one = serial.run([window[t]])
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
