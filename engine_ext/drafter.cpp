@@ -128,13 +128,25 @@ const SuffixDrafter::Best* SuffixDrafter::lookup(const std::vector<int32_t>& seq
         h = extend_context(h, seq[n - o], o);
         hashes[o] = h;
     }
-    for (int o = max_order; o >= std::max(min_order, 1); --o) {
-        if (const Best* b = best_.find(hashes[o])) {
-            *order = o;
-            return b;
+    // Every suffix of a counted context is counted too (count_at counts all orders of an end
+    // position), so "has a continuation" is monotone in the order: binary search for the deepest,
+    // a handful of probes instead of one per order (and one when nothing matches at all).
+    int lo = std::max(min_order, 1);
+    if (lo > max_order) return nullptr;
+    const Best* found = best_.find(hashes[lo]);
+    if (!found) return nullptr;
+    int hi = max_order;  // invariant: order lo has a continuation; orders above hi are unknown/absent
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (const Best* b = best_.find(hashes[mid])) {
+            lo = mid;
+            found = b;
+        } else {
+            hi = mid - 1;
         }
     }
-    return nullptr;
+    *order = lo;
+    return found;
 }
 
 Draft SuffixDrafter::propose(int max_tokens, int min_match) const {
