@@ -56,6 +56,7 @@ void LengthController::reset() {
     tri_pool_.fill(0);
     for (auto& r : cost_ring_) r.fill(0);
     cost_est_.fill(0);
+    cost_table_.fill(0);
     cost_n_.fill(0);
     since_explore_ = 0;
     budget_ = 0;
@@ -79,9 +80,13 @@ double LengthController::acceptance(int b, int i) const {
 double LengthController::line_cost(int T) const {
     // c(T) = a + b (T - 1) fitted (weighted least squares) to every measured T, the slope shrunk
     // toward a prior row cost so that a few noisy windows cannot swing it
+    // only lengths measured a few times: one stalled window of a new T must not tilt the line
+    int64_t min_n = 1;
+    for (int t = 1; t <= kMaxT; ++t)
+        if (cost_n_[t] >= kGrowSamples) min_n = kGrowSamples;
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int t = 1; t <= kMaxT; ++t) {
-        if (!cost_n_[t]) continue;
+        if (cost_n_[t] < min_n) continue;
         const double w = double(std::min<int64_t>(cost_n_[t], kReliableSamples));
         const double x = double(t - 1);
         sw += w;
@@ -111,12 +116,24 @@ double LengthController::line_cost(int T) const {
 
 double LengthController::cost(int T) const {
     T = std::clamp(T, 1, kMaxT);
+    return cost_table_[T] > 0 ? cost_table_[T] : estimate_cost(T);
+}
+
+void LengthController::refresh_costs() {
+    for (int T = 1; T <= kMaxT; ++T) cost_table_[T] = estimate_cost(T);
+}
+
+double LengthController::estimate_cost(int T) const {
     // Multi-row windows of a MoE model need the union of the rows' experts, so cost is not a line
     // in T: each T leans on its own measured cost as its windows accumulate, and on the line
     // through all measurements before that.
     if (cost_n_[T] >= kReliableSamples) return cost_est_[T];
     const double line = line_cost(T);
     if (!cost_n_[T]) return line;
+    // A T tried only a few times is taken at its better guess: one window that a busy machine (or
+    // a cold read) slowed down would otherwise price that T out for good, never to be measured
+    // again; the loss budget pays for the retries when the T really is expensive.
+    if (cost_n_[T] < kGrowSamples) return std::min(cost_est_[T], line);
     const double w = double(std::min<int64_t>(cost_n_[T], kReliableSamples));
     return (w * cost_est_[T] + kLineWeight * line) / (w + kLineWeight);
 }
@@ -208,6 +225,7 @@ void LengthController::observe_cost(int T, double us) {
     const int k = n < 4 ? 0 : n / 4;
     std::nth_element(tmp, tmp + k, tmp + n);
     cost_est_[T] = tmp[k];
+    refresh_costs();  // once per window, so that the decisions only look costs up
 }
 
 void LengthController::observe_window(int T, int keep) {

@@ -81,6 +81,9 @@ private:
     static constexpr int kCostRing = 31;
     std::array<std::array<double, kCostRing>, kMaxT + 1> cost_ring_{};
     std::array<double, kMaxT + 1> cost_est_{};
+    std::array<double, kMaxT + 1> cost_table_{};  // cost(T) as of the last measurement (0: none yet)
+    double estimate_cost(int T) const;
+    void refresh_costs();
     std::array<int64_t, kMaxT + 1> cost_n_{};
     int since_explore_ = 0;
     double budget_ = 0;          // in microseconds, once cost(1) is measured
