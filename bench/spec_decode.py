@@ -5,8 +5,27 @@
     python bench/spec_decode.py --model PATH --forced          # outputs forced to the recorded answers (any model)
 
 Workloads are the recorded sessions in sessions/workloads/ (edit sessions built from real source
-files, and a prose chat). For each turn the prompt is the edit or chat prompt of strata.prompts,
-and the recorded answer is what a model that copies well would write.
+files, and a prose chat) and, with `--workloads sessions/workloads build/workloads-real`, the
+real-file workloads of `bench/make_workloads.py --real` (edits and free continuations of modules
+of installed packages the bundled model never saw). For each turn the prompt is the edit or chat
+prompt of strata.prompts (a continuation's prompt is the first part of the file, and it runs to
+its max_new without stopping at an end token), and the recorded answer is what a model that
+copies well would write (a continuation's: the rest of the file).
+
+The issue-13 drafting table (README, bench/README.md):
+
+    python bench/make_workloads.py --real
+    python bench/spec_decode.py --model MODEL --workloads sessions/workloads build/workloads-real \
+        --only prose real- --threads 1 --clock cpu --repeat 5 --max-new 2048 --wait-quiet 0
+    # drafts that fail: the same at --temperature 1 --seed 1 --only prose continue --repeat 7
+    # the controller's ceiling (an oracle that writes the recorded answers): add --forced
+
+Timing: each window is timed with everything the decoder does for it (drafter, controller, run,
+commit); `--clock cpu` uses this process's CPU time, which with `--threads 1` other processes
+cannot inflate. Each workload runs `--repeat` adjacent off/on pairs; "speedup" is the median of
+the pairs' ratios (a slow drift of a busy machine cancels within a pair), tok/s the fastest run
+of each mode, "with prefill" the ratio with the prefill (and the drafter's indexing of the
+prompt) counted.
 
 - drafter-only: feed prompt + answer as a known token stream; at each window ask the drafter, count
   how many draft tokens match the stream, advance by that plus one. Reports tokens per window for the
