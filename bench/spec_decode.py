@@ -281,6 +281,7 @@ def model_bench(args, workloads, tok) -> list[dict]:
             # the median over adjacent off/on pairs: a slow drift of a busy machine cancels in a pair
             "speedup": statistics.median(pairs) if pairs else 0.0,
             "speedup_best": on["tok_s"] / off["tok_s"] if off["tok_s"] else 0.0,
+            "speedup_pairs": pairs,
             "speedup_median_cost": robust_speedup(off, on),
             # prefill (and the drafter's indexing of the prompt) included
             "speedup_end_to_end": ((on["tokens"] / (on["decode_s"] + on["prefill_s"])) /
