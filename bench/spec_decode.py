@@ -327,7 +327,9 @@ def main(argv=None) -> int:
 
     workloads = load_workloads(args.workloads, args.only)
     if not workloads:
-        print(f"no workloads in {' '.join(map(str, args.workloads))}", file=sys.stderr)
+        hint = " (build the real-file ones with: python bench/make_workloads.py --real)" \
+            if any(not f.is_dir() for f in args.workloads) else ""
+        print(f"no workloads in {' '.join(map(str, args.workloads))}{hint}", file=sys.stderr)
         return 2
     tok = tokenizer_for(args.tokenizer or args.model)
     result: dict = {"tokens": tok.name}
