@@ -17,7 +17,7 @@ The issue-13 drafting table (README, bench/README.md):
     python bench/make_workloads.py --real
     python bench/spec_decode.py --model MODEL --workloads sessions/workloads build/workloads-real \
         --only prose real- --threads 1 --clock cpu --repeat 5 --max-new 2048 --wait-quiet 0
-    # drafts that fail: the same at --temperature 1 --seed 1 --only prose continue --repeat 7
+    # drafts that fail: the same at --temperature 1 --seed 1 --only prose continue --repeat 9 --max-new 256
     # the controller's ceiling (an oracle that writes the recorded answers): add --forced
 
 Timing: each window is timed with everything the decoder does for it (drafter, controller, run,
