@@ -1,19 +1,40 @@
-"""Builds the decoding benchmark workloads in sessions/workloads/ from real source files of this
-repository (several languages and styles): each is an edit session whose turns ask for a small
-change and whose recorded output is the file with exactly that change. Plus one prose (chat)
-workload. The files are copied into the workloads, so later changes to the sources do not move
-the benchmark.
+"""Builds the decoding benchmark workloads.
 
-    python bench/make_workloads.py            # rewrites sessions/workloads/*.jsonl
+    python bench/make_workloads.py                 # rewrites sessions/workloads/*.jsonl
+    python bench/make_workloads.py --real [DIR]    # real-file workloads into DIR (build/workloads-real)
+
+sessions/workloads/ holds edit sessions made from real source files of this repository (several
+languages and styles; each turn asks for a small change and its recorded output is the file with
+exactly that change) and one prose (chat) workload. The files are copied into the workloads, so
+later changes to the sources do not move the benchmark.
+
+`--real` builds workloads from modules of installed third-party packages (rich, click, jinja2,
+networkx: held out of strata-tiny's training data, so the model never saw them). They are
+written outside git, because they are other projects' code; each records the package version
+and the file's sha256, and the build refuses a package whose version differs from the pinned
+one (the numbers would not be comparable). Two kinds:
+- `real-edit-*.jsonl`: edit sessions (one turn each) with mechanical instructions the way people
+  type them: add an import, rename a function everywhere, delete a function, leave the file as
+  it is; the recorded output is the file with exactly that change (done with `ast`, re-parsed).
+- `real-continue-*.json`: free continuation: the prompt is the first part of a module, the
+  recorded answer is the rest of it (for --forced runs); a model's own continuation is what
+  drafting meets when nothing repeats.
 """
 from __future__ import annotations
 
+import argparse
+import ast
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "sessions" / "workloads"
+REAL_OUT = ROOT / "build" / "workloads-real"
 
 SETTINGS = {"max_new": 4096, "temperature": 0.0, "draft": "suffix", "drafter": "suffix", "max_draft": None,
             "min_match": 4}
@@ -114,6 +135,138 @@ def build() -> list[Path]:
     return written
 
 
+# ---------------------------------------------------------------- real files of other projects
+
+# the versions the README's numbers were measured on; another version is another benchmark
+PINNED = {"rich": "15.0.0", "click": "8.5.1", "jinja2": "3.1.6", "networkx": "3.6.1"}
+
+# (package, module path inside it, edit kind, argument, instruction as typed)
+REAL_EDITS = [
+    ("rich", "padding.py", "add_import", "math", "Add `import math` to the imports."),
+    ("jinja2", "meta.py", "rename", ("find_undeclared_variables", "find_free_variables"),
+     "rename find_undeclared_variables to find_free_variables everywhere"),
+    ("networkx", "algorithms/bridges.py", "delete", "local_bridges", "Delete the function `local_bridges`."),
+    ("rich", "containers.py", "unchanged", None, "Leave the file exactly as it is."),
+    ("click", "_textwrap.py", "add_import", "os", "please add import os"),
+    ("rich", "rule.py", "rename", ("Rule", "HorizontalRule"), "Rename the class Rule to HorizontalRule."),
+    ("networkx", "utils/union_find.py", "unchanged", None, "change nothing"),
+    ("jinja2", "debug.py", "delete", "get_template_locals", "delete get_template_locals"),
+]
+
+# (package, module path, share of the lines in the prompt); the answer is the rest (capped)
+REAL_CONTINUATIONS = [
+    ("rich", "measure.py", 0.5),
+    ("jinja2", "tests.py", 0.5),
+    ("networkx", "algorithms/chains.py", 0.5),
+    ("rich", "control.py", 0.5),
+]
+CONTINUE_CHARS = 1600   # recorded answer for --forced runs
+CONTINUE_MAX_NEW = 256  # tokens a model writes on its own
+
+
+def _package_file(package: str, rel: str) -> tuple[Path, str]:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"{package}: not installed in this Python ({sys.executable}); install {package}=={PINNED[package]}")
+    version = importlib.metadata.version(package)
+    if version != PINNED[package]:
+        sys.exit(f"{package}: version {version} is installed, the workloads are pinned to {PINNED[package]}")
+    return Path(list(spec.submodule_search_locations)[0]) / rel, version
+
+
+def _source(package: str, rel: str, text: str, version: str) -> dict:
+    return {"package": package, "version": version, "path": f"{package}/{rel}",
+            "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def apply_edit(text: str, kind: str, arg) -> str:
+    """The file with exactly the asked change (checked to parse)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    if kind == "unchanged":
+        out = text
+    elif kind == "add_import":
+        if re.search(rf"^import {arg}$", text, re.M):
+            raise ValueError(f"already imports {arg}")
+        first = next(n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                     and not (isinstance(n, ast.ImportFrom) and n.module == "__future__"))
+        at = first.lineno - 1
+        out = "".join(lines[:at]) + f"import {arg}\n" + "".join(lines[at:])
+    elif kind == "rename":
+        old, new = arg
+        if not re.search(rf"\b{old}\b", text) or re.search(rf"\b{new}\b", text):
+            raise ValueError(f"cannot rename {old} to {new}")
+        out = re.sub(rf"\b{old}\b", new, text)
+    elif kind == "delete":
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == arg)
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        end = node.end_lineno
+        while end < len(lines) and not lines[end].strip():
+            end += 1  # the blank lines after it go too; the ones before it stay
+        out = "".join(lines[:start]) + "".join(lines[end:])
+    else:
+        raise ValueError(f"unknown edit kind {kind}")
+    ast.parse(out)
+    return out
+
+
+def _mid_block_cut(lines: list[str], start: int) -> int:
+    """The first line from `start` on that sits inside an indented block after another such line:
+    the prompt then stops mid-function, where a model has something to continue (at a block's
+    end a small model may just end the file)."""
+    inside = [ln.startswith((" ", "\t")) and ln.strip() != "" for ln in lines]
+    for i in range(max(start, 1), len(lines)):
+        if inside[i - 1] and inside[i]:
+            return i
+    return start
+
+
+def build_real(out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for package, rel, kind, arg, instruction in REAL_EDITS:
+        path, version = _package_file(package, rel)
+        text = path.read_text(encoding="utf-8")
+        try:
+            new = apply_edit(text, kind, arg)
+        except (ValueError, StopIteration, SyntaxError) as exc:
+            sys.exit(f"{package}/{rel}: edit {kind} {arg!r} does not apply ({exc})")
+        head = _header("edit")
+        head["source"] = _source(package, rel, text, version)
+        head["edit_kind"] = kind
+        display = f"{package}/{rel}"
+        turn = {"type": "turn", "index": 0, "role": "user", "input": instruction,
+                "file": {"path": display, "content": text}, "instruction": instruction, "output": new}
+        name = f"real-edit-{kind}-{package}-{Path(rel).stem}"
+        dest = out_dir / f"{name}.jsonl"
+        dest.write_text(json.dumps(head, ensure_ascii=False) + "\n" + json.dumps(turn, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
+        written.append(dest)
+    for package, rel, share in REAL_CONTINUATIONS:
+        path, version = _package_file(package, rel)
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines(keepends=True)
+        cut = _mid_block_cut(lines, int(len(lines) * share))
+        prompt, rest = "".join(lines[:cut]), "".join(lines[cut:])
+        obj = {"format": "strata-workload", "version": 1, "kind": "continue",
+               "source": _source(package, rel, text, version), "max_new": CONTINUE_MAX_NEW,
+               "prompt": prompt, "answer": rest[:CONTINUE_CHARS]}
+        dest = out_dir / f"real-continue-{package}-{Path(rel).stem}.json"
+        dest.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        written.append(dest)
+    return written
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", nargs="?", type=Path, const=REAL_OUT, default=None, metavar="DIR",
+                    help=f"build the real-file workloads into DIR (default {REAL_OUT.relative_to(ROOT)})")
+    args = ap.parse_args(argv)
+    paths = build_real(args.real) if args.real else build()
+    for p in paths:
+        print(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
+    return 0
+
+
 if __name__ == "__main__":
-    for p in build():
-        print(p.relative_to(ROOT))
+    raise SystemExit(main())

@@ -16,16 +16,24 @@ double us_since(Clock::time_point t0) {
 }
 
 // Priors of the controller, before anything is measured.
-constexpr double kPriorAccept = 0.5;      // pooled acceptance of a bucket
 constexpr double kPriorWeight = 2.0;      // in windows
 constexpr double kPositionWeight = 4.0;   // how strongly a position leans on its bucket's pool
 constexpr double kPriorRowCost = 0.25;    // extra cost of a row relative to a T=1 window
-constexpr double kCountCap = 256.0;       // counts are halved above this: recent windows matter more
+constexpr double kCountCap = 128.0;       // counts are halved above this: recent windows matter more
 constexpr int kExploreEvery = 64;         // a one-token draft every N windows that would not draft
-constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own median is trusted
-constexpr double kDraftMargin = 1.05;      // E/C of a draft must beat T = 1's by 5 %
+constexpr int64_t kReliableSamples = 8;   // windows of one T after which its own estimate is trusted
+constexpr int64_t kBaseSamples = 2;       // single-row windows measured before any draft
+constexpr double kDraftMargin = 1.05;     // E/C of a draft must beat T = 1's by 5 %
 constexpr int64_t kGrowSamples = 4;       // windows of a T before windows up to 2T are tried
 constexpr double kLineWeight = 2.0;       // weight of the fitted line in a measured T's estimate
+// the loss budget, in single-row windows (see LengthController)
+constexpr double kBudgetStart = 2.0;
+constexpr double kBudgetShare = 0.01;
+constexpr double kBudgetCap = 64.0;
+
+// Acceptance before any window of a bucket was seen: a long match is a likelier copy than a short
+// one (short matches of code are mostly idioms the model continues differently).
+constexpr double kPriorAccept[LengthController::kBuckets] = {0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
 
 }  // namespace
 
@@ -47,35 +55,51 @@ void LengthController::reset() {
     acc_pool_.fill(0);
     tri_pool_.fill(0);
     for (auto& r : cost_ring_) r.fill(0);
-    cost_median_.fill(0);
+    cost_est_.fill(0);
+    cost_table_.fill(0);
     cost_n_.fill(0);
     since_explore_ = 0;
+    budget_ = 0;
+    budget_started_ = false;
+}
+
+void LengthController::begin_generation() {
+    since_explore_ = 0;
+    budget_started_ = false;  // set from cost(1) at the next decision
+}
+
+double LengthController::budget_us() const {
+    return budget_started_ ? budget_ : kBudgetStart * cost(1);
 }
 
 double LengthController::acceptance(int b, int i) const {
-    const double pooled = (acc_pool_[b] + kPriorAccept * kPriorWeight) / (tri_pool_[b] + kPriorWeight);
+    const double pooled = (acc_pool_[b] + kPriorAccept[b] * kPriorWeight) / (tri_pool_[b] + kPriorWeight);
     return (acc_[b][i] + kPositionWeight * pooled) / (tri_[b][i] + kPositionWeight);
 }
 
 double LengthController::line_cost(int T) const {
     // c(T) = a + b (T - 1) fitted (weighted least squares) to every measured T, the slope shrunk
     // toward a prior row cost so that a few noisy windows cannot swing it
+    // only lengths measured a few times: one stalled window of a new T must not tilt the line
+    int64_t min_n = 1;
+    for (int t = 1; t <= kMaxT; ++t)
+        if (cost_n_[t] >= kGrowSamples) min_n = kGrowSamples;
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int t = 1; t <= kMaxT; ++t) {
-        if (!cost_n_[t]) continue;
+        if (cost_n_[t] < min_n) continue;
         const double w = double(std::min<int64_t>(cost_n_[t], kReliableSamples));
         const double x = double(t - 1);
         sw += w;
         sx += w * x;
-        sy += w * cost_median_[t];
+        sy += w * cost_est_[t];
         sxx += w * x * x;
-        sxy += w * x * cost_median_[t];
+        sxy += w * x * cost_est_[t];
     }
     if (sw == 0) return 1.0 + kPriorRowCost * double(T - 1);  // nothing measured: relative units
     double a, b;
     const double var = sxx - sx * sx / sw;
     if (var <= 1e-9) {
-        // one distinct T measured: its mean, and the prior's row cost relative to it
+        // one distinct T measured: its cost, and the prior's row cost relative to it
         const double x0 = sx / sw, y0 = sy / sw;
         a = y0 / (1.0 + kPriorRowCost * x0);
         b = kPriorRowCost * a;
@@ -92,14 +116,26 @@ double LengthController::line_cost(int T) const {
 
 double LengthController::cost(int T) const {
     T = std::clamp(T, 1, kMaxT);
+    return cost_table_[T] > 0 ? cost_table_[T] : estimate_cost(T);
+}
+
+void LengthController::refresh_costs() {
+    for (int T = 1; T <= kMaxT; ++T) cost_table_[T] = estimate_cost(T);
+}
+
+double LengthController::estimate_cost(int T) const {
     // Multi-row windows of a MoE model need the union of the rows' experts, so cost is not a line
-    // in T: each T leans on its own measured average as its windows accumulate, and on the line
+    // in T: each T leans on its own measured cost as its windows accumulate, and on the line
     // through all measurements before that.
-    if (cost_n_[T] >= kReliableSamples) return cost_median_[T];
+    if (cost_n_[T] >= kReliableSamples) return cost_est_[T];
     const double line = line_cost(T);
     if (!cost_n_[T]) return line;
+    // A T tried only a few times is taken at its better guess: one window that a busy machine (or
+    // a cold read) slowed down would otherwise price that T out for good, never to be measured
+    // again; the loss budget pays for the retries when the T really is expensive.
+    if (cost_n_[T] < kGrowSamples) return std::min(cost_est_[T], line);
     const double w = double(std::min<int64_t>(cost_n_[T], kReliableSamples));
-    return (w * cost_median_[T] + kLineWeight * line) / (w + kLineWeight);
+    return (w * cost_est_[T] + kLineWeight * line) / (w + kLineWeight);
 }
 
 double LengthController::expected_keep(int match_len, int drafts) const {
@@ -112,32 +148,48 @@ double LengthController::expected_keep(int match_len, int drafts) const {
     return e;
 }
 
-int LengthController::choose(int match_len, int available) {
+int LengthController::draft_cap(int available) const {
+    // the base cost first: until single-row windows are measured nothing can be compared with them
+    if (cost_n_[1] < kBaseSamples) return 0;
     // Longer windows only as their cost becomes known: up to twice the longest window measured
     // kGrowSamples times, so one optimistic guess cannot send a run of 16-row windows.
     int known = 1;
     for (int t = 1; t <= kMaxT; ++t)
         if (cost_n_[t] >= kGrowSamples) known = t;
     available = std::min({available, kMaxDraft, 2 * known - 1});
-    if (available <= 0) return 0;
+    // a window whose worst case (every draft rejected) does not fit in the loss budget is not sent
+    const double c1 = cost(1), budget = budget_us();
+    int d = 0;
+    while (d < available && cost(d + 2) - c1 <= budget) ++d;
+    // exploration sends one draft while the budget easily pays for it
+    return std::max(d, available > 0 && cost(2) - c1 <= 0.5 * budget ? 1 : 0);
+}
+
+int LengthController::choose(int match_len, int available) {
+    const int cap = draft_cap(available);
+    if (cap <= 0) return 0;
+    const double c1 = cost(1);
+    const double budget = budget_us();
     const int b = bucket(match_len);
     double q = 1, e = 1;
     // drafting must beat single-row windows by a margin: estimates are noisy, and a wrong "yes"
     // costs more than a wrong "no"
-    double best = kDraftMargin * e / cost(1);
+    double best = kDraftMargin * e / c1;
     int best_d = 0;
-    for (int d = 1; d <= available; ++d) {
+    for (int d = 1; d <= cap; ++d) {
+        const double c = cost(d + 1);
+        if (c - c1 > budget) break;  // its worst case does not fit in what drafting may still lose
         q *= acceptance(b, d - 1);
         e += q;
-        const double r = e / cost(d + 1);
+        const double r = e / c;
         if (r > best) {
             best = r;
             best_d = d;
         }
     }
-    if (best_d == 0 && ++since_explore_ >= kExploreEvery) {
+    if (best_d == 0 && ++since_explore_ >= kExploreEvery && cost(2) - c1 <= 0.5 * budget) {
         since_explore_ = 0;
-        return 1;  // keep the estimate of this bucket alive
+        return 1;  // keep the estimate of this bucket alive, while the budget easily pays for it
     }
     return best_d;
 }
@@ -169,8 +221,24 @@ void LengthController::observe_cost(int T, double us) {
     const int n = int(std::min<int64_t>(cost_n_[T], kCostRing));
     double tmp[kCostRing];
     std::copy(ring.begin(), ring.begin() + n, tmp);
-    std::nth_element(tmp, tmp + n / 2, tmp + n);
-    cost_median_[T] = tmp[n / 2];
+    // the minimum of a few, then the lower quartile
+    const int k = n < 4 ? 0 : n / 4;
+    std::nth_element(tmp, tmp + k, tmp + n);
+    cost_est_[T] = tmp[k];
+    refresh_costs();  // once per window, so that the decisions only look costs up
+}
+
+void LengthController::observe_window(int T, int keep) {
+    if (T < 1 || cost_n_[1] == 0) return;
+    const double c1 = cost(1);
+    if (!budget_started_) {
+        budget_ = kBudgetStart * c1;
+        budget_started_ = true;
+    }
+    const double cT = cost(T);
+    budget_ += kBudgetShare * cT;
+    if (T > 1) budget_ += double(keep) * c1 - cT;
+    budget_ = std::min(budget_, kBudgetCap * c1);
 }
 
 // ---------------------------------------------------------------- decoder
@@ -263,6 +331,7 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
     gen_ = DecodeResult{};
     active_ = false;
     sampler_.reset(s.sampling);
+    controller_.begin_generation();
 
     // prefill, chunked; only the last row's logits matter
     const auto t_prefill = Clock::now();
@@ -295,6 +364,9 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
         throw;
     }
     account();
+    // index the prompt now: it is prompt processing, and the first window would otherwise pay for
+    // all of it
+    if (s.drafter != DrafterKind::none && s.max_draft != 0 && settings_.max_new > 1) drafter(s.drafter);
     gen_.prefill_us = us_since(t_prefill);
     gen_.n_prefill = int64_t(input.size());
     WindowTelemetry t{};
@@ -333,10 +405,23 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
     Draft d;
     int n_draft = 0;
     if (drafting && t_cap > 1) {
-        const int ask = s.max_draft > 0 ? std::min(s.max_draft, t_cap - 1) : t_cap - 1;
-        d = drafter(s.drafter)->propose(ask, s.min_match);
-        const int avail = int(d.tokens.size());
-        n_draft = s.max_draft > 0 ? avail : controller_.choose(d.match_len, avail);
+        if (s.max_draft > 0) {
+            d = drafter(s.drafter)->propose(std::min(s.max_draft, t_cap - 1), s.min_match);
+            n_draft = int(d.tokens.size());
+        } else if (const int cap = controller_.draft_cap(t_cap - 1); cap > 0) {
+            // adaptive: the first step gives the match length, which is all the controller needs;
+            // the drafter then walks only as far as the controller will send (most windows where
+            // drafts fail send none, and a long walk thrown away is what made them slower)
+            Drafter* dr = drafter(s.drafter);
+            d = dr->propose(1, s.min_match);
+            if (!d.tokens.empty()) {
+                n_draft = controller_.choose(d.match_len, cap);
+                if (n_draft > 1) {
+                    d = dr->propose(n_draft, s.min_match);
+                    if (int(d.tokens.size()) < n_draft) n_draft = controller_.choose(d.match_len, int(d.tokens.size()));
+                }
+            }
+        }
         window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
     }
     const int T = int(window.size());
@@ -377,6 +462,7 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
     t.drafter = drafting ? int(s.drafter) : 0;
     t.window_us = us_since(t0);
     controller_.observe_cost(T, run_commit_us);  // the drafter's lookup is paid whatever D is
+    controller_.observe_window(T, keep);
     if (n_draft > 0) {
         // positions up to the first mismatch have a verdict; an EOS hides the ones after it
         const int observed = std::min(n_draft, eos ? matched : matched + 1);

@@ -39,6 +39,13 @@ struct DecodeResult {
 // q_i = prod_{j<=i} a_j, E[keep](D) = sum_{i=0..D} q_i; among the candidate prefixes take the one
 // with the best expected output per cost, which is where dE/dC stops beating E/C. Cost per T is
 // measured from the windows themselves.
+//
+// A loss budget makes drafting never much slower than not drafting, whatever the estimates say:
+// a generation starts with kBudgetStart windows' worth of time, earns a share kBudgetShare of every
+// window's cost, and each drafted window adds what it saved (keep x cost(1) - cost(T), negative
+// when its drafts were rejected). A window may draft only as far as its worst case (every draft
+// rejected: cost(T) - cost(1)) fits in the budget, so a generation in which drafts keep failing
+// loses at most kBudgetStart + kBudgetShare of its time, and one in which they pay drafts freely.
 class LengthController {
 public:
     static constexpr int kBuckets = 7;
@@ -47,27 +54,40 @@ public:
     static int bucket(int match_len);
     // the draft length to use, 0..available
     int choose(int match_len, int available);
+    // the most drafts choose() could take now (known costs, the loss budget): what to ask the
+    // drafter for, so that it does not walk a long draft that cannot be sent
+    int draft_cap(int available) const;
     // drafted: drafts in the window; observed: leading positions whose verdict is known;
     // accepted: leading drafts that matched the outputs
     void observe_drafts(int match_len, int observed, int accepted);
     void observe_cost(int T, double us);
+    // a window of T rows kept `keep` of them: charges or credits the loss budget
+    void observe_window(int T, int keep);
+    // a new generation: the loss budget starts again (learned costs and acceptance are kept)
+    void begin_generation();
     double acceptance(int bucket, int position) const;
     double cost(int T) const;  // estimated microseconds of a window of T rows
     double line_cost(int T) const;
     double expected_keep(int match_len, int drafts) const;
+    double budget_us() const;  // what drafting may still lose in this generation
     int64_t cost_samples(int T) const { return cost_n_[T]; }
     void reset();
 
 private:
     std::array<std::array<double, kMaxDraft>, kBuckets> acc_{}, tri_{};
     std::array<double, kBuckets> acc_pool_{}, tri_pool_{};
-    // per T: the last kCostRing window costs and their median (robust to the spikes of a busy
-    // machine, which an average is not)
+    // per T: the last kCostRing window costs and a low quantile of them (a busy machine only ever
+    // adds time to a window, so the low quantile is the window's own cost; an average is not)
     static constexpr int kCostRing = 31;
     std::array<std::array<double, kCostRing>, kMaxT + 1> cost_ring_{};
-    std::array<double, kMaxT + 1> cost_median_{};
+    std::array<double, kMaxT + 1> cost_est_{};
+    std::array<double, kMaxT + 1> cost_table_{};  // cost(T) as of the last measurement (0: none yet)
+    double estimate_cost(int T) const;
+    void refresh_costs();
     std::array<int64_t, kMaxT + 1> cost_n_{};
     int since_explore_ = 0;
+    double budget_ = 0;          // in microseconds, once cost(1) is measured
+    bool budget_started_ = false;
 };
 
 class Decoder {

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_map.h"
+
 namespace strata {
 
 enum class DrafterKind : int { none = 0, baseline = 1, suffix = 2 };
@@ -89,8 +91,8 @@ private:
     const Best* lookup(const std::vector<int32_t>& seq, int min_order, int* order) const;
 
     std::vector<int32_t> seq_;
-    std::unordered_map<uint64_t, uint32_t> pair_count_;  // (context, next) -> count
-    std::unordered_map<uint64_t, Best> best_;            // context -> most frequent next
+    FlatMap64<uint32_t> pair_count_;  // (context, next) -> count
+    FlatMap64<Best> best_;            // context -> most frequent next
 };
 
 std::unique_ptr<Drafter> make_drafter(DrafterKind kind);

@@ -189,6 +189,12 @@ void register_decode(py::module_& m) {
         .def("observe_drafts", &LengthController::observe_drafts, py::arg("match_len"), py::arg("observed"),
              py::arg("accepted"))
         .def("observe_cost", &LengthController::observe_cost, py::arg("T"), py::arg("us"))
+        .def("observe_window", &LengthController::observe_window, py::arg("T"), py::arg("keep"),
+             "a window of T rows kept `keep`: charges (or credits) the loss budget")
+        .def("begin_generation", &LengthController::begin_generation)
+        .def("draft_cap", &LengthController::draft_cap, py::arg("available"))
+        .def_property_readonly("budget_us", &LengthController::budget_us,
+                               "what drafting may still lose in this generation (microseconds)")
         .def("acceptance", &LengthController::acceptance, py::arg("bucket"), py::arg("position"))
         .def("cost", &LengthController::cost, py::arg("T"))
         .def("expected_keep", &LengthController::expected_keep, py::arg("match_len"), py::arg("drafts"))
@@ -299,6 +305,7 @@ void register_decode(py::module_& m) {
                  }
                  out["cost_us"] = cost;
                  out["cost_samples"] = samples;
+                 out["budget_us"] = c.budget_us();
                  out["acceptance"] = acc;
                  return out;
              },
