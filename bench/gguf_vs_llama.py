@@ -107,7 +107,7 @@ def spread(values):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gguf", nargs="*")
-    ap.add_argument("--llama-python", required=True, metavar="VENV/bin/python",
+    ap.add_argument("--llama-python", metavar="VENV/bin/python",
                     help="interpreter of a venv with llama-cpp-python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
@@ -123,6 +123,8 @@ def main() -> None:
         return
     if not args.gguf:
         ap.error("give at least one .gguf file")
+    if not args.llama_python:  # not required of --worker runs, which get no other arguments
+        ap.error("the following arguments are required: --llama-python")
     import numpy as np
 
     lines = ["| file | engine | prefill tok/s | decode T=1 tok/s | cost(1) ms | cost(2)/cost(1) | cost(4)/cost(1) "

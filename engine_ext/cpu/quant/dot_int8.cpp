@@ -87,10 +87,12 @@ inline float lanes_sum(const float* v) {  // the tree of the AVX2 finish: (i + i
     const float t0 = s0 + s2, t1 = s1 + s3;
     return t0 + t1;
 }
-// 16 lanes: lane i + lane i+8 first, then the 8-lane tree (the order of a 512-bit reduction).
-inline float lanes_sum16(const float* v) {
+// Q8_0 / Q5_0: block b goes to lane group b % 4 (8 lanes each); groups are summed
+// (g0 + g2) + (g1 + g3) per lane, then by the 8-lane tree: the order of two 512-bit accumulators
+// (groups 0|1 and 2|3) added, then reduced lane i + lane i+8 first.
+inline float lanes_sum32(const float* g) {
     float h[8];
-    for (int i = 0; i < 8; ++i) h[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 8; ++i) h[i] = (g[i] + g[16 + i]) + (g[8 + i] + g[24 + i]);
     return lanes_sum(h);
 }
 
@@ -116,11 +118,10 @@ inline void lanes_fma(float* acc, const int32_t* isum, float dd) {
 }
 
 struct ScalarKernels {
-    // Q8_0 / Q5_0: 16 float lanes, even blocks in lanes 0-7 and odd blocks in lanes 8-15 (the
-    // two halves of a 512-bit register holding two blocks); lanes_sum16 at the end.
+    // Q8_0 / Q5_0: 32 float lanes, block b in lanes 8*(b % 4).. (lanes_sum32).
     static void q8_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         for (int t = 0; t < T; ++t) {
-            float acc[16] = {};
+            float acc[32] = {};
             for (int b = 0; b < nb; ++b) {
                 const uint8_t* blk = row + size_t(b) * 34;
                 const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
@@ -128,14 +129,14 @@ struct ScalarKernels {
                 for (int i = 0; i < 32; ++i) w[i] = int8_t(blk[2 + i]);
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
-                lanes_fma(acc + 8 * (b & 1), isum, dd);
+                lanes_fma(acc + 8 * (b & 3), isum, dd);
             }
-            y[t] = lanes_sum16(acc);
+            y[t] = lanes_sum32(acc);
         }
     }
     static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         for (int t = 0; t < T; ++t) {
-            float acc[16] = {};
+            float acc[32] = {};
             for (int b = 0; b < nb; ++b) {
                 const uint8_t* blk = row + size_t(b) * 22;
                 const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
@@ -143,9 +144,9 @@ struct ScalarKernels {
                 for (int i = 0; i < 32; ++i) w[i] = q5_0_value(blk, i);
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
-                lanes_fma(acc + 8 * (b & 1), isum, dd);
+                lanes_fma(acc + 8 * (b & 3), isum, dd);
             }
-            y[t] = lanes_sum16(acc);
+            y[t] = lanes_sum32(acc);
         }
     }
     // Q4_K and Q5_K share everything but the fifth bit.
@@ -242,10 +243,10 @@ inline __m256i dot32(__m256i uw, __m256i sx, __m256i scale16) {
 }
 
 struct Avx2Kernels {
-    // acc[2t] takes the even blocks, acc[2t+1] the odd ones (the scalar code's 16 lanes).
+    // acc[4t + b % 4] takes block b (the scalar code's 32 lanes).
     static void q8_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
-        __m256 acc[2 * kMaxDotRows];
-        for (int t = 0; t < 2 * T; ++t) acc[t] = _mm256_setzero_ps();
+        __m256 acc[4 * kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i ones = _mm256_set1_epi16(1);
         for (int b = 0; b < nb; ++b) {
             const uint8_t* blk = row + size_t(b) * 34;
@@ -255,15 +256,18 @@ struct Avx2Kernels {
             for (int t = 0; t < T; ++t) {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
                 const __m256i isum = dot32(uw, sx, ones);
-                __m256& a = acc[2 * t + (b & 1)];
+                __m256& a = acc[4 * t + (b & 3)];
                 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xa[t].d[b]), a);
             }
         }
-        for (int t = 0; t < T; ++t) y[t] = hsum8(_mm256_add_ps(acc[2 * t], acc[2 * t + 1]));
+        for (int t = 0; t < T; ++t) {
+            const __m256* g = acc + 4 * t;
+            y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
+        }
     }
     static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
-        __m256 acc[2 * kMaxDotRows];
-        for (int t = 0; t < 2 * T; ++t) acc[t] = _mm256_setzero_ps();
+        __m256 acc[4 * kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0f);
         // byte i of the spread high bits: bit i of qh, selected by shuffling qh's bytes into place
         const __m256i bytesel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -284,11 +288,14 @@ struct Avx2Kernels {
             const __m256i uw = _mm256_sign_epi8(w, w);
             for (int t = 0; t < T; ++t) {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
-                __m256& a = acc[2 * t + (b & 1)];
+                __m256& a = acc[4 * t + (b & 3)];
                 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(uw, sx, ones)), _mm256_set1_ps(dw * xa[t].d[b]), a);
             }
         }
-        for (int t = 0; t < T; ++t) y[t] = hsum8(_mm256_add_ps(acc[2 * t], acc[2 * t + 1]));
+        for (int t = 0; t < T; ++t) {
+            const __m256* g = acc + 4 * t;
+            y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
+        }
     }
     template <bool kFive>
     static void q45_k(const uint8_t* row, int nb, const Act* xa, int T, float* y) {

@@ -42,7 +42,7 @@ struct Row {
     const int16_t* bsum32;  // Q4_K: sums of each 32 values, natural order
 };
 
-// lane i + lane i+8, then i + i+4, then (0+2, 1+3), then 0+1: the scalar lanes_sum16 tree.
+// lane i + lane i+8, then i + i+4, then (0+2, 1+3), then 0+1: the tree of the scalar lanes_sum32.
 inline float hsum16(__m512 v) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -66,9 +66,10 @@ inline uint32_t load_u32(const uint8_t* p) {
 }
 
 // ---- Q8_0 and Q5_0: 32-weight blocks, two per register ----------------------------------
-// Float lanes as the scalar code: even blocks in lanes 0-7, odd blocks in lanes 8-15, one FMA per
-// block and lane in block order. Rows are walked in spans of 8 blocks; input rows in groups of
-// up to 4 whose accumulators stay in registers (a weight row is decoded again per group, from L1).
+// Float lanes as the scalar code: block b in lane group b % 4, one FMA per block and lane in block
+// order; acc0 holds groups 0|1 (even pairs), acc1 groups 2|3 (odd pairs), so two FMA chains run
+// at once. Rows are walked in spans of 8 blocks; input rows in groups of up to 4 whose
+// accumulators stay in registers (a weight row is decoded again per group, from L1).
 template <bool kFive>
 struct Q8Pairs {
     static constexpr int kB = kFive ? 22 : 34;  // bytes per block
@@ -93,10 +94,13 @@ struct Q8Pairs {
     // The f16 scales of n <= 8 blocks from p (each gathered dword starts at a block; its high
     // half, the block's next two bytes, is dropped).
     static inline __m256 scales(const uint8_t* p, int n) {
-        uint16_t h[8] = {};
-        for (int i = 0; i < 8; ++i)
-            if (i < n) h[i] = load_u16(p + i * kB);
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+        // assembled in general registers (the vector shuffle ports are busy with the products)
+        uint64_t lo = 0, hi = 0;
+        for (int i = 0; i < 4; ++i)
+            if (i < n) lo |= uint64_t(load_u16(p + i * kB)) << (16 * i);
+        for (int i = 4; i < 8; ++i)
+            if (i < n) hi |= uint64_t(load_u16(p + i * kB)) << (16 * (i - 4));
+        return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128(int64_t(lo)), int64_t(hi), 1));
     }
 };
 
@@ -111,12 +115,12 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
     const __m512i p0 = pair_index(0), p1 = pair_index(1), p2 = pair_index(2), p3 = pair_index(3);
     for (int r = r0; r < r1; ++r) {
         const uint8_t* row = W + size_t(r) * rb;
-        __m512 acc[TB];
-        for (int t = 0; t < TB; ++t) acc[t] = _mm512_setzero_ps();
+        __m512 acc[TB], acc1[TB];
+        for (int t = 0; t < TB; ++t) acc[t] = acc1[t] = _mm512_setzero_ps();
         int b0 = 0;
         for (; b0 + 8 <= nb; b0 += 8) {
             const uint8_t* blk = row + size_t(b0) * kB;
-            if (TB == 1) prefetch_span(blk, 8 * kB);
+            prefetch_span(blk, 8 * kB);
             const __m256 dw = P::scales(blk, 8);
             const __m512i w0 = P::decode(blk, true), w1 = P::decode(blk + 2 * kB, true),
                           w2 = P::decode(blk + 4 * kB, true), w3 = P::decode(blk + 6 * kB, true);
@@ -124,16 +128,17 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
                 const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(xa[t].d + b0)));
                 const int8_t* xq = xa[t].q + size_t(b0) * 32;
                 const int32_t* xc = xa[t].corr + size_t(b0) * 8;
-                __m512 a = acc[t];
+                __m512 a = acc[t], b = acc1[t];
                 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc), w0, _mm512_loadu_si512(xq))),
                                     _mm512_permutexvar_ps(p0, s), a);
-                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 16), w1, _mm512_loadu_si512(xq + 64))),
-                                    _mm512_permutexvar_ps(p1, s), a);
+                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 16), w1, _mm512_loadu_si512(xq + 64))),
+                                    _mm512_permutexvar_ps(p1, s), b);
                 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 32), w2, _mm512_loadu_si512(xq + 128))),
                                     _mm512_permutexvar_ps(p2, s), a);
-                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 48), w3, _mm512_loadu_si512(xq + 192))),
-                                    _mm512_permutexvar_ps(p3, s), a);
+                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 48), w3, _mm512_loadu_si512(xq + 192))),
+                                    _mm512_permutexvar_ps(p3, s), b);
                 acc[t] = a;
+                acc1[t] = b;
             }
         }
         if (b0 < nb) {  // a partial span: 1-7 blocks
@@ -149,18 +154,19 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
                     const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_maskz_loadu_ps(m8, xa[t].d + b0)));
                     const int8_t* xq = xa[t].q + size_t(b0 + 2 * k) * 32;
                     const int32_t* xc = xa[t].corr + size_t(b0 + 2 * k) * 8;
+                    __m512& a = (k & 1) ? acc1[t] : acc[t];
                     if (two) {
                         const __m512i i = _mm512_dpbusd_epi32(_mm512_loadu_si512(xc), w, _mm512_loadu_si512(xq));
-                        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), acc[t]);
-                    } else {  // the last block of an odd count: lanes 8-15 stay as they are
+                        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), a);
+                    } else {  // the last block of an odd count: the upper lanes stay as they are
                         const __m512i i = _mm512_dpbusd_epi32(_mm512_maskz_loadu_epi32(0x00ff, xc), w,
                                                               _mm512_maskz_loadu_epi8(0xffffffffull, xq));
-                        acc[t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), acc[t], 0x00ff);
+                        a = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), a, 0x00ff);
                     }
                 }
             }
         }
-        for (int t = 0; t < TB; ++t) Y[size_t(t) * ldy + r] = hsum16(acc[t]);
+        for (int t = 0; t < TB; ++t) Y[size_t(t) * ldy + r] = hsum16(_mm512_add_ps(acc[t], acc1[t]));
     }
 }
 
