@@ -315,13 +315,13 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
     for (; r + 2 <= r1; r += 2) {
         int t = 0;
         for (; t + 2 <= T; t += 2)
-            tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<2, 2>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
         for (; t < T; ++t)
-            tile<2, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<2, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
     }
     for (; r < r1; ++r)
         for (int t = 0; t < T; ++t)
-            tile<1, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<1, 1>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r);
 }
 
 }  // namespace
