@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/matmul.h"
 #include "cpu/prefill_simd.h"
 
 namespace strata::cpu {
@@ -25,7 +26,7 @@ constexpr int kGroup = 4;         // queries whose P V accumulators share each V
 constexpr int kDV = 4;            // vectors of head_dim accumulated at once
 
 struct Scratch {
-    std::vector<float> kt, scores, sums;
+    std::vector<float> kt, scores, sums, row_scores;
     std::vector<const float*> qs, ps;
     std::vector<float*> outs;
     float* grow(std::vector<float>& v, size_t n) {
@@ -190,6 +191,35 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
             const int64_t cells = pos0 + t0 + (q0 + g - 1) / rep + 1;  // the group's longest row
             weighted_values(ps.data() + q0, sums.data() + q0, outs.data() + q0, g, V, ldkv, cells, hd);
         }
+    }
+}
+
+void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
+                   int kv_head, int q_per_kv, float scale) {
+    if (head_dim <= 0 || q_per_kv <= 0 || pos < 0) return;
+    const int hd = head_dim, rep = q_per_kv;
+    const int64_t n = pos + 1, padded = (n + L - 1) / L * L;
+    K += size_t(kv_head) * hd;
+    V += size_t(kv_head) * hd;
+    // the group's q heads are contiguous rows of hd floats: scores[h][j] for all of them at once
+    float* scores = scratch.grow(scratch.row_scores, size_t(rep) * padded);
+    dot_rows_f32(q, rep, hd, K, ldkv, hd, scores, int(padded), 0, int(n));
+    const S::vf vscale = S::set1(scale);
+    float sums[kGroup];
+    const float* ps[kGroup];
+    float* outs[kGroup];
+    for (int h0 = 0; h0 < rep; h0 += kGroup) {
+        const int g = std::min(kGroup, rep - h0);
+        for (int i = 0; i < g; ++i) {
+            float* s = scores + size_t(h0 + i) * padded;
+            int64_t j = 0;
+            for (; j + L <= n; j += L) S::store(s + j, S::mul(S::load(s + j), vscale));
+            for (; j < n; ++j) s[j] *= scale;
+            sums[i] = softmax_weights(s, n, padded);
+            ps[i] = s;
+            outs[i] = o + size_t(h0 + i) * hd;
+        }
+        weighted_values(ps, sums, outs, g, V, ldkv, n, hd);
     }
 }
 

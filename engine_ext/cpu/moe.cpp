@@ -25,7 +25,8 @@ void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
 // shared expert.
 void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                  const float* shared_gate, float* out) {
-    std::vector<float> acc(H);
+    thread_local std::vector<float> acc;  // no allocation per call
+    acc.resize(size_t(H));
     for (int t = 0; t < n; ++t) {
         std::fill(acc.begin(), acc.end(), 0.f);
         for (int j = 0; j < k; ++j) {
