@@ -282,17 +282,22 @@ void q6_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
     }
 }
 
-// Input rows in groups of up to 4 whose accumulators stay in registers.
+// Input rows in groups of up to 4 whose accumulators stay in registers. With more than 4 input
+// rows, weight rows go in chunks of about 8 KiB that every group reads while they are in L1.
 template <template <int> class K>
 void rows_in_groups(const uint8_t* W, size_t rb, int nb, const Row* xa, int T, float* Y, int ldy, int r0, int r1) {
-    for (int t0 = 0; t0 < T; t0 += 4) {
-        const Row* x = xa + t0;
-        float* y = Y + size_t(t0) * ldy;
-        switch (std::min(4, T - t0)) {
-            case 1: K<1>::run(W, rb, nb, x, y, ldy, r0, r1); break;
-            case 2: K<2>::run(W, rb, nb, x, y, ldy, r0, r1); break;
-            case 3: K<3>::run(W, rb, nb, x, y, ldy, r0, r1); break;
-            default: K<4>::run(W, rb, nb, x, y, ldy, r0, r1); break;
+    const int chunk = T <= 4 ? r1 - r0 : std::max(1, int(8192 / rb));
+    for (int c0 = r0; c0 < r1; c0 += chunk) {
+        const int c1 = std::min(r1, c0 + chunk);
+        for (int t0 = 0; t0 < T; t0 += 4) {
+            const Row* x = xa + t0;
+            float* y = Y + size_t(t0) * ldy;
+            switch (std::min(4, T - t0)) {
+                case 1: K<1>::run(W, rb, nb, x, y, ldy, c0, c1); break;
+                case 2: K<2>::run(W, rb, nb, x, y, ldy, c0, c1); break;
+                case 3: K<3>::run(W, rb, nb, x, y, ldy, c0, c1); break;
+                default: K<4>::run(W, rb, nb, x, y, ldy, c0, c1); break;
+            }
         }
     }
 }
