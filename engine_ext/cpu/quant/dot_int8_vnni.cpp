@@ -3,13 +3,14 @@
 // same four products, with the same scales) and then the same float steps in the same order, so
 // every instruction set gives the same bits and a row's result does not depend on T.
 //
-// VNNI's vpdpbusd multiplies unsigned by signed bytes. Q4_K and Q6_K weights are unsigned codes
+// VNNI's vpdpbusd multiplies unsigned by signed bytes. Q4_K, Q5_K and Q6_K weights are unsigned codes
 // already (vpmaddubsw, then vpdpwssd applies the 16-bit scales); Q6_K's -32 offset is taken off
 // the 16-bit pair sums with 32 x (x[2m] + x[2m+1]), precomputed once per activation row. Q8_0 and
 // Q5_0 weights are signed: they are offset to unsigned (w + 128, q5 + 16 without the -16) and the
-// accumulator starts at -offset x (sum of each 4 activations), also precomputed per row.
+// accumulator starts at -offset x (sum of each 4 activations), also precomputed per row; IQ4_XS
+// looks its levels up as level + 128 the same way.
 //
-// The activation rows are laid out for the kernels once per call: Q4_K's sub-blocks of each 256
+// The activation rows are laid out for the kernels once per call: Q4_K / Q5_K's sub-blocks of each 256
 // are reordered 0,2,1,3,4,6,5,7 so that one 64-byte load matches the low (or high) nibbles of 64
 // weight bytes.
 #include <algorithm>
@@ -35,11 +36,11 @@ constexpr int kPrefetchBytes = 4096;
 
 // One activation row in the layouts the kernels read.
 struct Row {
-    const int8_t* q;        // quantized values (Q4_K: reordered sub-blocks, see above)
+    const int8_t* q;        // quantized values (Q4_K / Q5_K: reordered sub-blocks, see above)
     const float* d;         // one scale per activation block
-    const int32_t* corr;    // Q8_0 / Q5_0: -offset * (sum of each 4 values)
+    const int32_t* corr;    // Q8_0 / Q5_0 / IQ4_XS: -offset * (sum of each 4 values)
     const int16_t* pair32;  // Q6_K: 32 * (sum of each 2 values)
-    const int16_t* bsum32;  // Q4_K: sums of each 32 values, natural order
+    const int16_t* bsum32;  // Q4_K / Q5_K: sums of each 32 values, natural order
 };
 
 // lane i + lane i+8, then i + i+4, then (0+2, 1+3), then 0+1: the tree of the scalar lanes_sum32.
@@ -179,8 +180,10 @@ inline __m512i scale_index(int lo, int hi, int span) {
     return _mm512_load_si512(v);
 }
 
-// ---- Q4_K: 256-weight super-blocks, 6-bit scales and mins --------------------------------
-template <int TB>
+// ---- Q4_K / Q5_K: 256-weight super-blocks, 6-bit scales and mins ------------------------
+// Q5_K adds 32 bytes of fifth bits before the nibbles: bit j of byte i belongs to weight i of
+// sub-block j.
+template <bool kFive, int TB>
 void q4_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, int ldy, int r0, int r1) {
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     // sub-blocks in one register: (0,2) (1,3) (4,6) (5,7), 16 lanes each
@@ -195,8 +198,10 @@ void q4_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
             smin[t] = 0.f;
         }
         for (int s = 0; s < nb; ++s) {
-            const uint8_t* blk = row + size_t(s) * 144;
-            prefetch_span(blk, 144);
+            constexpr int kBytes = kFive ? 176 : 144;
+            const uint8_t* blk = row + size_t(s) * kBytes;
+            const uint8_t* qs = blk + (kFive ? 48 : 16);
+            prefetch_span(blk, kBytes);
             // the 6-bit scales and mins of k_scales_mins, kept in registers
             const uint32_t a0 = load_u32(blk + 4), a1 = load_u32(blk + 8), a2 = load_u32(blk + 12);
             const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
@@ -206,9 +211,21 @@ void q4_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
             const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(mn8)));
             const __m512i sA = _mm512_permutexvar_epi16(iA, s16), sB = _mm512_permutexvar_epi16(iB, s16),
                           sC = _mm512_permutexvar_epi16(iC, s16), sD = _mm512_permutexvar_epi16(iD, s16);
-            const __m512i q0 = _mm512_loadu_si512(blk + 16), q1 = _mm512_loadu_si512(blk + 80);
-            const __m512i wA = _mm512_and_si512(q0, low4), wB = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
-            const __m512i wC = _mm512_and_si512(q1, low4), wD = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+            const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+            __m512i wA = _mm512_and_si512(q0, low4), wB = _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4);
+            __m512i wC = _mm512_and_si512(q1, low4), wD = _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4);
+            if (kFive) {  // sub-blocks (0,2) (1,3) (4,6) (5,7): bits (0,2) (1,3) (4,6) (5,7) of qh
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16)));
+                const __m512i b16 = _mm512_set1_epi8(0x10);
+                auto bits = [&](int lo, int hi) {
+                    const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(char(1 << lo)), _mm256_set1_epi8(char(1 << hi)), 1);
+                    return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh, sel), b16);
+                };
+                wA = _mm512_or_si512(wA, bits(0, 2));
+                wB = _mm512_or_si512(wB, bits(1, 3));
+                wC = _mm512_or_si512(wC, bits(4, 6));
+                wD = _mm512_or_si512(wD, bits(5, 7));
+            }
             const float d = half_to_float(load_u16(blk)), dmin = half_to_float(load_u16(blk + 2));
             for (int t = 0; t < TB; ++t) {
                 const int8_t* x = xa[t].q + size_t(s) * kQK;
@@ -282,6 +299,57 @@ void q6_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
     }
 }
 
+// ---- IQ4_XS: 4-bit indices into 16 signed levels, 6-bit scales per 32 weights -----------
+// The levels are looked up offset to unsigned (level + 128, the offset taken off through the
+// activations' sums of 4 as for Q8_0); the sub-block scale multiplies the exact int32 lane sums.
+template <int TB>
+void iq4_xs_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, int ldy, int r0, int r1) {
+    alignas(16) uint8_t levels_u8[16];
+    for (int i = 0; i < 16; ++i) levels_u8[i] = uint8_t(kIq4Levels[i] + 128);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(levels_u8)));
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int r = r0; r < r1; ++r) {
+        const uint8_t* row = W + size_t(r) * rb;
+        __m256 acc[TB];
+        for (int t = 0; t < TB; ++t) acc[t] = _mm256_setzero_ps();
+        for (int s = 0; s < nb; ++s) {
+            const uint8_t* blk = row + size_t(s) * 136;
+            prefetch_span(blk, 136);
+            const uint16_t sh = load_u16(blk + 2);
+            __m512i wu[4], sc[4];
+            for (int k = 0; k < 4; ++k) {  // sub-blocks 2k, 2k+1: bytes 32k..32k+31
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 8 + 32 * k));
+                const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                // 128-bit lanes lo(2k) hi(2k) lo(2k+1) hi(2k+1): weights 0-15, 16-31 of each sub-block
+                const __m512i idx = _mm512_shuffle_i64x2(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                                         _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                                         _MM_SHUFFLE(3, 1, 2, 0));
+                wu[k] = _mm512_shuffle_epi8(table, idx);
+                int ls[2];
+                for (int h = 0; h < 2; ++h) {
+                    const int j = 2 * k + h;
+                    ls[h] = (((blk[4 + (j >> 1)] >> (4 * (j & 1))) & 0x0f) | (((sh >> (2 * j)) & 3) << 4)) - 32;
+                }
+                sc[k] = _mm512_inserti64x4(_mm512_set1_epi32(ls[0]), _mm256_set1_epi32(ls[1]), 1);
+            }
+            const float d = half_to_float(load_u16(blk));
+            for (int t = 0; t < TB; ++t) {
+                const int8_t* x = xa[t].q + size_t(s) * kQK;
+                const int32_t* c = xa[t].corr + size_t(s) * (kQK / 4);
+                __m512i i = _mm512_setzero_si512(), i2 = _mm512_setzero_si512();
+                for (int k = 0; k < 4; k += 2) {
+                    i = _mm512_add_epi32(i, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_loadu_si512(c + 16 * k), wu[k],
+                                                                                   _mm512_loadu_si512(x + 64 * k)), sc[k]));
+                    i2 = _mm512_add_epi32(i2, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_loadu_si512(c + 16 * k + 16), wu[k + 1],
+                                                                                     _mm512_loadu_si512(x + 64 * k + 64)), sc[k + 1]));
+                }
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(_mm512_add_epi32(i, i2))), _mm256_set1_ps(d * xa[t].d[s]), acc[t]);
+            }
+        }
+        for (int t = 0; t < TB; ++t) Y[size_t(t) * ldy + r] = hsum8(acc[t]);
+    }
+}
+
 // Input rows in groups of up to 4 whose accumulators stay in registers. With more than 4 input
 // rows, weight rows go in chunks of about 8 KiB that every group reads while they are in L1.
 template <template <int> class K>
@@ -316,7 +384,19 @@ struct Q5Kernel {
 template <int TB>
 struct Q4KKernel {
     static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
-        q4_k_rows_tb<TB>(W, rb, nb, x, y, ldy, r0, r1);
+        q4_k_rows_tb<false, TB>(W, rb, nb, x, y, ldy, r0, r1);
+    }
+};
+template <int TB>
+struct Q5KKernel {
+    static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
+        q4_k_rows_tb<true, TB>(W, rb, nb, x, y, ldy, r0, r1);
+    }
+};
+template <int TB>
+struct Iq4XsKernel {
+    static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
+        iq4_xs_rows_tb<TB>(W, rb, nb, x, y, ldy, r0, r1);
     }
 };
 template <int TB>
@@ -330,7 +410,8 @@ struct Q6KKernel {
 
 bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t* W, size_t rb, int cols, float* Y,
                         int ldy, int r0, int r1) {
-    if (qt != QType::Q8_0 && qt != QType::Q5_0 && qt != QType::Q4_K && qt != QType::Q6_K) return false;
+    if (!uses_int8_activations(qt)) return false;
+    const bool k45 = qt == QType::Q4_K || qt == QType::Q5_K;
     const int block = activation_block(qt);
     // Per-thread scratch: the engine calls this from its pool threads over row ranges.
     thread_local std::vector<int8_t> q, qk;
@@ -342,22 +423,23 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
     d.resize(size_t(T) * (cols / block));
     Row xa[kMaxDotRows];
     const __m512i ones = _mm512_set1_epi8(1);
-    if (qt == QType::Q4_K) {
+    if (k45) {
         bsum.resize(n / 16);
         qk.resize(n);
         b32.resize(n / 32);
     }
     if (qt == QType::Q6_K) pair.resize(n / 2);
-    if (qt == QType::Q8_0 || qt == QType::Q5_0) corr.resize(n / 4 + 16);
+    const bool offset = qt == QType::Q8_0 || qt == QType::Q5_0 || qt == QType::IQ4_XS;  // signed weights
+    if (offset) corr.resize(n / 4 + 16);
     for (int t = 0; t < T; ++t) {
         int8_t* qt_ = q.data() + size_t(t) * cols;
         float* dt = d.data() + size_t(t) * (cols / block);
-        int16_t* bt = qt == QType::Q4_K ? bsum.data() + size_t(t) * (cols / 16) : nullptr;
+        int16_t* bt = k45 ? bsum.data() + size_t(t) * (cols / 16) : nullptr;
         quantize_activation(X + size_t(t) * ldx, cols, block, qt_, dt, bt);
         Row& rw = xa[t];
         rw = {qt_, dt, nullptr, nullptr, bt};
-        if (qt == QType::Q8_0 || qt == QType::Q5_0) {
-            const int shift = qt == QType::Q8_0 ? 7 : 4;  // offsets 128 and 16
+        if (offset) {
+            const int shift = qt == QType::Q5_0 ? 4 : 7;  // offsets 16 and 128
             int32_t* c = corr.data() + size_t(t) * (cols / 4);
             for (int i = 0; i < cols; i += 64) {
                 const __mmask64 m = cols - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (cols - i)) - 1;
@@ -371,7 +453,7 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
             for (int i = 0; i < cols; i += 64)  // cols is a whole number of 256-blocks
                 _mm512_storeu_si512(p + i / 2, _mm512_slli_epi16(_mm512_maddubs_epi16(ones, _mm512_loadu_si512(qt_ + i)), 5));
             rw.pair32 = p;
-        } else {  // Q4_K: sub-blocks 0,2,1,3,4,6,5,7 of every 256
+        } else {  // Q4_K / Q5_K: sub-blocks 0,2,1,3,4,6,5,7 of every 256
             int8_t* k = qk.data() + size_t(t) * cols;
             int16_t* s32 = b32.data() + size_t(t) * (cols / 32);
             for (int g = 0; g < cols / 32; ++g) s32[g] = int16_t(bt[2 * g] + bt[2 * g + 1]);
@@ -386,6 +468,8 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
         case QType::Q8_0: rows_in_groups<Q8Kernel>(W, rb, cols / kQ8, xa, T, Y, ldy, r0, r1); break;
         case QType::Q5_0: rows_in_groups<Q5Kernel>(W, rb, cols / kQ8, xa, T, Y, ldy, r0, r1); break;
         case QType::Q4_K: rows_in_groups<Q4KKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
+        case QType::Q5_K: rows_in_groups<Q5KKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
+        case QType::IQ4_XS: rows_in_groups<Iq4XsKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
         default: rows_in_groups<Q6KKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
     }
     return true;
