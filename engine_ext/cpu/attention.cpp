@@ -6,6 +6,7 @@
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 #include "cpu/matmul.h"
+#include "cpu/prefill_simd.h"
 
 namespace strata::cpu {
 
@@ -34,6 +35,17 @@ void attention_prefill(ThreadPool& pool, const AttentionArgs& a) {
     });
 }
 
+// o[i] *= sigmoid(g[i]), sigmoid through the vectorised exp (one fixed function per element).
+void gate_sigmoid(float* o, const float* g, int n) {
+    namespace S = simd;
+    int i = 0;
+    for (; i + S::kLanes <= n; i += S::kLanes) {
+        S::vf e = S::exp(S::sub(S::zero(), S::load(g + i)));
+        S::store(o + i, S::mul(S::load(o + i), S::div(S::set1(1.f), S::add(S::set1(1.f), e))));
+    }
+    for (; i < n; ++i) o[i] *= sigmoidf_(g[i]);
+}
+
 }  // namespace
 
 // Exact: one task per (row, KV head), attention_row for the q heads that share that KV head (one
@@ -46,8 +58,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a, bool prefill) {
         const int t = i / nkv, g = i % nkv;
         const size_t off = size_t(t) * ld + size_t(g) * rep * hd;
         attention_row(a.q + off, a.k_cells, a.v_cells, nkv * hd, a.out + off, a.p0 + t, hd, g, rep, a.scale);
-        if (a.gate)
-            for (int j = 0; j < rep * hd; ++j) a.out[off + j] *= sigmoidf_(a.gate[off + j]);
+        if (a.gate) gate_sigmoid(a.out + off, a.gate + off, rep * hd);
     };
     if (int64_t(n) * nh * (a.p0 + n) * hd > 20000)
         pool.parallel_for(n * nkv, task);

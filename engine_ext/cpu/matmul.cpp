@@ -156,9 +156,12 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
     }
 }
 
-template <typename WT>
+// kPrefetch false: no software prefetch (operands that are already in cache, such as the keys
+// of a decode attention row).
+template <typename WT, bool kPrefetch = true>
 void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int cols,
                     const float* bias, float* Y, int ldy, int r0, int r1) {
+    constexpr PfMode kShift = kPrefetch ? kPfShift : kPfNone, kShare = kPrefetch ? kPfShare : kPfNone;
     // Weight rows outer, input rows inner: each block of 8 weight rows is read from memory once
     // and reused from L1 for every input row (input rows in 4x4 tiles, the last 1-3 in 4x2 /
     // 8x1 tiles: 8-16 independent FMA chains, enough to hide the FMA latency).
@@ -187,30 +190,30 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
         };
         int t = 0;
         for (; t + 4 <= T; t += 4) {
-            tile<4, 4, kPfShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, share());
-            tile<4, 4, kPfShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, share());
+            tile<4, 4, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, share());
+            tile<4, 4, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, share());
         }
         for (; t + 2 <= T; t += 2) {
-            tile<4, 2, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
-            tile<4, 2, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, sh);
+            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, sh);
         }
-        for (; t < T; ++t) tile<8, 1, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+        for (; t < T; ++t) tile<8, 1, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
     }
     for (; r + 4 <= r1; r += 4) {
         int t = 0;
         for (; t + 4 <= T; t += 4)
-            tile<4, 4, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<4, 4, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
         for (; t + 2 <= T; t += 2)
-            tile<4, 2, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
-        for (; t < T; ++t) tile<4, 1, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+        for (; t < T; ++t) tile<4, 1, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
     }
     for (; r < r1; ++r) {
         int t = 0;
         for (; t + 4 <= T; t += 4)
-            tile<1, 4, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<1, 4, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
         for (; t + 2 <= T; t += 2)
-            tile<1, 2, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
-        for (; t < T; ++t) tile<1, 1, kPfShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<1, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+        for (; t < T; ++t) tile<1, 1, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
     }
 }
 
@@ -377,7 +380,11 @@ float dot_f32(const float* a, const float* b, int n) { return dot_one(a, b, n); 
 
 void dot_rows_f32(const float* X, int T, int ldx, const float* W, int ldw, int cols, float* Y, int ldy, int r0,
                   int r1) {
+#ifdef STRATA_AVX512
+    if (T > 0 && r1 > r0) matmul_range_t<float, false>(X, T, ldx, W, ldw, cols, nullptr, Y, ldy, r0, r1);
+#else
     if (T > 0 && r1 > r0) matmul_range_t<float>(X, T, ldx, W, ldw, cols, nullptr, Y, ldy, r0, r1);
+#endif
 }
 
 namespace {

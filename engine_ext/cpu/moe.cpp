@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/activation.h"
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 
@@ -17,7 +18,7 @@ void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
         const float* gr = g.p + size_t(r) * g.ld;
         const float* ur = u.p + size_t(r) * u.ld;
         float* o = out.p + size_t(r) * out.ld;
-        for (int i = 0; i < n; ++i) o[i] = silu(gr[i]) * ur[i];
+        silu_mul(gr, ur, o, n);
     }
 }
 
