@@ -3,9 +3,10 @@
 // same four products, with the same scales) and then the same float steps in the same order, so
 // every instruction set gives the same bits and a row's result does not depend on T.
 //
-// VNNI's vpdpbusd multiplies unsigned by signed bytes. Q4_K, Q5_K and Q6_K weights are unsigned codes
-// already (vpmaddubsw, then vpdpwssd applies the 16-bit scales); Q6_K's -32 offset is taken off
-// the 16-bit pair sums with 32 x (x[2m] + x[2m+1]), precomputed once per activation row. Q8_0 and
+// VNNI's vpdpbusd multiplies unsigned by signed bytes. Q4_K and Q5_K weights are unsigned codes
+// already (vpmaddubsw, then vpdpwssd applies the 16-bit scales); Q6_K's signed codes q - 32 meet
+// activations offset to unsigned (x + 128), whose share, sum of scale x 128 x (q - 32), depends
+// on the weights only and is taken off once per super-block for all input rows. Q8_0 and
 // Q5_0 weights are signed: they are offset to unsigned (w + 128, q5 + 16 without the -16) and the
 // accumulator starts at -offset x (sum of each 4 activations), also precomputed per row; IQ4_XS
 // looks its levels up as level + 128 the same way.
@@ -39,7 +40,7 @@ struct Row {
     const int8_t* q;        // quantized values (Q4_K / Q5_K: reordered sub-blocks, see above)
     const float* d;         // one scale per activation block
     const int32_t* corr;    // Q8_0 / Q5_0 / IQ4_XS: -offset * (sum of each 4 values)
-    const int16_t* pair32;  // Q6_K: 32 * (sum of each 2 values)
+    const uint8_t* xu;      // Q6_K: q + 128 as unsigned bytes
     const int16_t* bsum32;  // Q4_K / Q5_K: sums of each 32 values, natural order
 };
 
@@ -253,6 +254,7 @@ void q4_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
 template <int TB>
 void q6_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, int ldy, int r0, int r1) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+    const __m512i off32 = _mm512_set1_epi8(32), x80 = _mm512_set1_epi8(char(0x80));
     // high bits of weights 0-63 of a half: bits 0-1 (chunk 0) and 2-3 (chunk 1); 64-127: 4-5, 6-7
     const __m512i shA = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i shB = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
@@ -275,23 +277,27 @@ void q6_k_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, 
                 const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h)));
                 const __m512i hA = _mm512_and_si512(_mm512_srlv_epi16(hb, shA), low2);
                 const __m512i hB = _mm512_and_si512(_mm512_srlv_epi16(hb, shB), low2);
-                wA[h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_slli_epi16(hA, 4));
-                wB[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_slli_epi16(hB, 4));
+                // signed codes q - 32 (the activations come offset to unsigned instead)
+                wA[h] = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(l, low4), _mm512_slli_epi16(hA, 4)), off32);
+                wB[h] = _mm512_sub_epi8(
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_slli_epi16(hB, 4)), off32);
             }
+            // the offset's share, the same for every input row: sum of scale x 128 x (q - 32)
+            __m512i cw = _mm512_setzero_si512(), cw2 = _mm512_setzero_si512();
+            for (int h = 0; h < 2; ++h) {
+                cw = _mm512_dpwssd_epi32(cw, _mm512_maddubs_epi16(x80, wA[h]), sA[h]);
+                cw2 = _mm512_dpwssd_epi32(cw2, _mm512_maddubs_epi16(x80, wB[h]), sB[h]);
+            }
+            cw = _mm512_add_epi32(cw, cw2);
             const float d = half_to_float(load_u16(blk + 208));
             for (int t = 0; t < TB; ++t) {
-                const int8_t* x = xa[t].q + size_t(s) * kQK;
-                const int16_t* p = xa[t].pair32 + size_t(s) * (kQK / 2);
+                const uint8_t* xu = xa[t].xu + size_t(s) * kQK;  // x + 128
                 __m512i i = _mm512_setzero_si512(), i2 = _mm512_setzero_si512();  // two chains
                 for (int h = 0; h < 2; ++h) {
-                    const __m512i a = _mm512_sub_epi16(_mm512_maddubs_epi16(wA[h], _mm512_loadu_si512(x + 128 * h)),
-                                                       _mm512_loadu_si512(p + 64 * h));
-                    const __m512i b = _mm512_sub_epi16(_mm512_maddubs_epi16(wB[h], _mm512_loadu_si512(x + 128 * h + 64)),
-                                                       _mm512_loadu_si512(p + 64 * h + 32));
-                    i = _mm512_dpwssd_epi32(i, a, sA[h]);
-                    i2 = _mm512_dpwssd_epi32(i2, b, sB[h]);
+                    i = _mm512_dpwssd_epi32(i, _mm512_maddubs_epi16(_mm512_loadu_si512(xu + 128 * h), wA[h]), sA[h]);
+                    i2 = _mm512_dpwssd_epi32(i2, _mm512_maddubs_epi16(_mm512_loadu_si512(xu + 128 * h + 64), wB[h]), sB[h]);
                 }
-                i = _mm512_add_epi32(i, i2);
+                i = _mm512_sub_epi32(_mm512_add_epi32(i, i2), cw);
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold(i)), _mm256_set1_ps(d * xa[t].d[s]), acc[t]);
             }
         }
@@ -416,7 +422,8 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
     // Per-thread scratch: the engine calls this from its pool threads over row ranges.
     thread_local std::vector<int8_t> q, qk;
     thread_local std::vector<float> d;
-    thread_local std::vector<int16_t> bsum, b32, pair;
+    thread_local std::vector<int16_t> bsum, b32;
+    thread_local std::vector<uint8_t> xub;
     thread_local std::vector<int32_t> corr;
     const size_t n = size_t(T) * cols;
     q.resize(n + 64);
@@ -428,7 +435,7 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
         qk.resize(n);
         b32.resize(n / 32);
     }
-    if (qt == QType::Q6_K) pair.resize(n / 2);
+    if (qt == QType::Q6_K) xub.resize(n);
     const bool offset = qt == QType::Q8_0 || qt == QType::Q5_0 || qt == QType::IQ4_XS;  // signed weights
     if (offset) corr.resize(n / 4 + 16);
     for (int t = 0; t < T; ++t) {
@@ -449,10 +456,10 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
             }
             rw.corr = c;
         } else if (qt == QType::Q6_K) {
-            int16_t* p = pair.data() + size_t(t) * (cols / 2);
+            uint8_t* u = xub.data() + size_t(t) * cols;
             for (int i = 0; i < cols; i += 64)  // cols is a whole number of 256-blocks
-                _mm512_storeu_si512(p + i / 2, _mm512_slli_epi16(_mm512_maddubs_epi16(ones, _mm512_loadu_si512(qt_ + i)), 5));
-            rw.pair32 = p;
+                _mm512_storeu_si512(u + i, _mm512_xor_si512(_mm512_loadu_si512(qt_ + i), _mm512_set1_epi8(char(0x80))));
+            rw.xu = u;
         } else {  // Q4_K / Q5_K: sub-blocks 0,2,1,3,4,6,5,7 of every 256
             int8_t* k = qk.data() + size_t(t) * cols;
             int16_t* s32 = b32.data() + size_t(t) * (cols / 32);
