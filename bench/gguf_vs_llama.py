@@ -11,6 +11,10 @@ agreement) and the common prefix of their greedy outputs.
         ANCHORS/qwen3next-tiny/model-q8_0.gguf ANCHORS/qwen3next-tiny/model-q4_k_m.gguf \\
         --llama-python VENV/bin/python [--threads 2] [--runs 3] [--md-out F]
 
+--cpu-time (with --threads 1) times with the calling thread's CPU clock instead of the wall clock:
+both engines then compute on that one thread, and the numbers hold on a busy machine, where
+wall-clock ratios (above all of 2-thread runs, whose thread pools wait on each other) swing.
+
 llama.cpp is not a test dependency (it takes long to build): this comparison lives here.
 """
 from __future__ import annotations
@@ -38,7 +42,7 @@ def measure(adapter, job: dict) -> dict:
     check ids: the same calls for every engine (the adapters of vs_anchors.py)."""
     import numpy as np
 
-    clock = time.perf_counter
+    clock = time.thread_time if job.get("cpu_time") else time.perf_counter
     prefix = job["prefix"]
     adapter.reset()  # warm-up: page the weights in, start the thread pools
     tok = int(np.argmax(adapter.prefill(prefix)))
@@ -107,7 +111,7 @@ def spread(values):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gguf", nargs="*")
-    ap.add_argument("--llama-python", required=True, metavar="VENV/bin/python",
+    ap.add_argument("--llama-python", metavar="VENV/bin/python",
                     help="interpreter of a venv with llama-cpp-python")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
@@ -115,6 +119,8 @@ def main() -> None:
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with the thread CPU clock (needs --threads 1): steady on a busy machine")
     ap.add_argument("--md-out")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -123,6 +129,10 @@ def main() -> None:
         return
     if not args.gguf:
         ap.error("give at least one .gguf file")
+    if not args.llama_python:  # not required of --worker runs, which get no other arguments
+        ap.error("the following arguments are required: --llama-python")
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time measures one thread: give --threads 1")
     import numpy as np
 
     lines = ["| file | engine | prefill tok/s | decode T=1 tok/s | cost(1) ms | cost(2)/cost(1) | cost(4)/cost(1) "
@@ -137,6 +147,7 @@ def main() -> None:
             vocab = spec_from_metadata(open_gguf(path))["vocab_size"]
             rng = np.random.default_rng(args.seed)
             job = {"gguf": path, "threads": args.threads, "llama_kv": "f32", "decode": args.decode, "repeats": 1,
+                   "cpu_time": args.cpu_time,
                    "rounds": args.rounds, "prefix": rng.integers(0, vocab, args.prefix).tolist(),
                    "window": rng.integers(0, vocab, max(TS)).tolist(),
                    "check": rng.integers(0, vocab, 64).tolist()}
@@ -167,7 +178,8 @@ def main() -> None:
                          f"[{min(ratio_dec):.2f}-{max(ratio_dec):.2f}], prefill {statistics.median(ratio_pre):.2f}; "
                          f"logits on 64 ids: relative L2 {rel:.2e}, argmax agreement {agree:.2f}; greedy outputs "
                          f"agree for {common} of {len(g1)} tokens")
-    text = "\n".join(lines + [""] + notes)
+    clock = "thread CPU time, 1 thread" if args.cpu_time else f"wall clock, {args.threads} threads"
+    text = "\n".join([f"Timed by {clock}; median of {args.runs} [min-max].", ""] + lines + [""] + notes)
     print(text)
     if args.md_out:
         with open(args.md_out, "w") as f:

@@ -60,6 +60,23 @@ void register_quant(py::module_& m) {
     }, py::arg("fmt"),
        "how the engine's matmul over this format sees its input rows: int8 per block of this many values "
        "(0: as f32)");
+    m.def("quant_quantize_activation", [](const F32& x, int block) {
+        if (block != 32 && block != 256) throw py::value_error("block must be 32 or 256");
+        if (x.ndim() != 1 || x.size() % block != 0)
+            throw py::value_error("x must be one row of a whole number of " + std::to_string(block) + "-blocks");
+        const int cols = int(x.size());
+        py::array_t<int8_t> q(cols);
+        F32 d(cols / block);
+        const float* xp = x.data();
+        int8_t* qp = q.mutable_data();
+        float* dp = d.mutable_data();
+        {
+            py::gil_scoped_release nogil;
+            quantize_activation(xp, cols, block, qp, dp, nullptr);
+        }
+        return py::make_tuple(q, d);
+    }, py::arg("x"), py::arg("block"),
+       "(q, d): the int8 activations and per-block scales the dot kernels use for one row");
     m.def("quant_formats", [] {
         py::dict out;
         for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,

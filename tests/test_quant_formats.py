@@ -87,6 +87,31 @@ def quantized_activations(X, block):
     return (q.astype(np.float64) * d.astype(np.float64)).reshape(X.shape)
 
 
+@pytest.mark.parametrize("block", [32, 256])
+def test_activation_quantization_matches_ggml_rounding(block):
+    """The engine's int8 activations equal gguf-py's reference rounding (amax/127 scale, round half
+    away from zero) bit for bit, ties, zero blocks and signed zeros included."""
+    rng = np.random.default_rng(block)
+    nb = 12
+    x = (rng.standard_normal(nb * block) * rng.choice([1e-3, 1.0, 50.0], nb * block)).astype(np.float32)
+    xb = x.reshape(nb, block)
+    xb[0] = 0.0                       # scale 0
+    xb[1] = -0.0
+    xb[2, :] = rng.integers(-127, 128, block).astype(np.float32) + 0.5  # exact ties at d = 1
+    xb[2, 0] = 127.0
+    xb[2, 1:] = np.clip(xb[2, 1:], -126.5, 126.5)
+    xb[3, ::2] = -xb[3, 1::2]         # mirrored values: symmetric rounding
+    q, d = _engine.quant_quantize_activation(x, block)
+    amax = np.abs(xb).max(axis=1)
+    want_d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(want_d == 0, np.float32(0), np.float32(1) / want_d).astype(np.float32)
+    want_q = np.clip(quants.np_roundf((xb * inv[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    assert d.tobytes() == want_d.tobytes()
+    assert np.array_equal(q.reshape(nb, block), want_q)
+    assert (want_q[2] != np.trunc(xb[2])).any()  # the tie row really rounds away from zero
+
+
 def magnitude_weights(fmt, raw, rows, cols):
     """|w| to bound rounding errors with: for formats with a min term, |d*sc*q| + |dmin*m|."""
     W = reference_dequant(fmt, raw, rows, cols)
@@ -128,15 +153,19 @@ def test_dot_matches_numpy_on_dequantized_weights(fmt, isa):
     assert (err <= dot_tolerance(magnitude_weights(fmt, raw, rows, cols), Xr)).all(), f"max error {err.max()}"
 
 
+@pytest.mark.parametrize("blocks", [1, 2, 3, 8, 11, 16])
 @pytest.mark.parametrize("fmt", sorted(INT8_ACTIVATIONS))
-def test_int8_kernels_agree_across_instruction_sets(fmt):
-    """Integer sums are exact and the float steps are the same: every ISA gives the same bits."""
-    rng = np.random.default_rng(5)
-    rows, cols = 7, shape_for(fmt)
+def test_int8_kernels_agree_across_instruction_sets(fmt, blocks):
+    """Integer sums are exact and the float steps are the same: every ISA gives the same bits
+    (rows of 1 to 16 blocks: whole and partial 8-block spans, odd block counts; 1-16 input rows)."""
+    rng = np.random.default_rng(5 + blocks)
+    elems, _ = geometry(fmt)
+    rows, cols = 7, elems * blocks
     raw = random_tensor(fmt, rows, cols, rng, finite=True)
-    X = rng.standard_normal((3, cols)).astype(np.float32)
-    results = {isa: _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa).tobytes() for isa in ISAS}
-    assert len(set(results.values())) == 1, list(results)
+    for T in (1, 3, 4, 6, 16):
+        X = rng.standard_normal((T, cols)).astype(np.float32)
+        results = {isa: _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa).tobytes() for isa in ISAS}
+        assert len(set(results.values())) == 1, (T, list(results))
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -263,6 +263,8 @@ def quant_activation_block(fmt: str) -> int:
     """Values per int8 activation block the engine's matmul over `fmt` uses (0: f32 input)."""
 def quant_formats() -> dict[str, tuple[int, int, int]]:
     """name -> (ggml type id, weights per block, bytes per block)."""
+def quant_quantize_activation(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """(q int8, d float32): one activation row quantized per block of 32 or 256 as the dot kernels do."""
 def quant_isas() -> list[str]:
     """Instruction sets of the dot kernels in this build, narrowest first."""
 def quant_dequantize(fmt: str, data: bytes | bytearray | memoryview | np.ndarray, rows: int, cols: int) -> np.ndarray:

@@ -6,6 +6,7 @@
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 #include "cpu/matmul.h"
+#include "cpu/prefill_simd.h"
 
 namespace strata::cpu {
 
@@ -34,50 +35,35 @@ void attention_prefill(ThreadPool& pool, const AttentionArgs& a) {
     });
 }
 
+// o[i] *= sigmoid(g[i]), sigmoid through the vectorised exp (one fixed function per element).
+void gate_sigmoid(float* o, const float* g, int n) {
+    namespace S = simd;
+    int i = 0;
+    for (; i + S::kLanes <= n; i += S::kLanes) {
+        S::vf e = S::exp(S::sub(S::zero(), S::load(g + i)));
+        S::store(o + i, S::mul(S::load(o + i), S::div(S::set1(1.f), S::add(S::set1(1.f), e))));
+    }
+    for (; i < n; ++i) o[i] *= sigmoidf_(g[i]);
+}
+
 }  // namespace
 
-// Exact: one task per (row, head), scores over cells [0, p] in one fixed order,
-// max-subtracted softmax, weighted sum of values, optional sigmoid gate. Nothing depends on
-// the other rows.
+// Exact: one task per (row, KV head), attention_row for the q heads that share that KV head (one
+// fixed order per output element, nothing depends on the other rows), then the optional gate.
 void attention(ThreadPool& pool, const AttentionArgs& a, bool prefill) {
     if (prefill && a.n > kDecodeRows) return attention_prefill(pool, a);
-    const int n = a.n, nh = a.n_heads, hd = a.head_dim;
-    const int rep = nh / a.n_kv;
-    const size_t kw = size_t(a.n_kv) * hd;
+    const int n = a.n, nh = a.n_heads, hd = a.head_dim, nkv = a.n_kv;
+    const int rep = nh / nkv, ld = nh * hd;
     auto task = [&](int i) {
-        int t = i / nh, hh = i % nh, g = hh / rep;
-        int64_t p = a.p0 + t;
-        const float* q = a.q + (size_t(t) * nh + hh) * hd;
-        thread_local std::vector<float> sc;
-        if (sc.size() < size_t(p) + 1) sc.resize(size_t(p) + 1);
-        float mx = -INFINITY;
-        for (int64_t j = 0; j <= p; ++j) {
-            sc[j] = dot_f32(q, a.k_cells + size_t(j) * kw + size_t(g) * hd, hd) * a.scale;
-            mx = std::max(mx, sc[j]);
-        }
-        float sum = 0.f;
-        for (int64_t j = 0; j <= p; ++j) {
-            sc[j] = std::exp(sc[j] - mx);
-            sum += sc[j];
-        }
-        float* o = a.out + (size_t(t) * nh + hh) * hd;
-        std::fill(o, o + hd, 0.f);
-        for (int64_t j = 0; j <= p; ++j) {
-            const float* v = a.v_cells + size_t(j) * kw + size_t(g) * hd;
-            float w = sc[j];
-            for (int d = 0; d < hd; ++d) o[d] = STRATA_FMA(w, v[d], o[d]);
-        }
-        float inv = 1.0f / sum;
-        for (int d = 0; d < hd; ++d) o[d] *= inv;
-        if (a.gate) {
-            const float* gt = a.gate + (size_t(t) * nh + hh) * hd;
-            for (int d = 0; d < hd; ++d) o[d] *= sigmoidf_(gt[d]);
-        }
+        const int t = i / nkv, g = i % nkv;
+        const size_t off = size_t(t) * ld + size_t(g) * rep * hd;
+        attention_row(a.q + off, a.k_cells, a.v_cells, nkv * hd, a.out + off, a.p0 + t, hd, g, rep, a.scale);
+        if (a.gate) gate_sigmoid(a.out + off, a.gate + off, rep * hd);
     };
     if (int64_t(n) * nh * (a.p0 + n) * hd > 20000)
-        pool.parallel_for(n * nh, task);
+        pool.parallel_for(n * nkv, task);
     else
-        for (int i = 0; i < n * nh; ++i) task(i);
+        for (int i = 0; i < n * nkv; ++i) task(i);
 }
 
 }  // namespace strata::cpu

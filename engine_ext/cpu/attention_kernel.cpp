@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/matmul.h"
 #include "cpu/prefill_simd.h"
 
 namespace strata::cpu {
@@ -25,7 +26,7 @@ constexpr int kGroup = 4;         // queries whose P V accumulators share each V
 constexpr int kDV = 4;            // vectors of head_dim accumulated at once
 
 struct Scratch {
-    std::vector<float> kt, scores, sums;
+    std::vector<float> kt, scores, sums, row_scores;
     std::vector<const float*> qs, ps;
     std::vector<float*> outs;
     float* grow(std::vector<float>& v, size_t n) {
@@ -112,12 +113,42 @@ float softmax_weights(float* s, int64_t n, int64_t padded) {
     return total;
 }
 
+// One block of kDV vectors of head_dim for exactly kGroup queries, with compile-time bounds so
+// that the 16 accumulators stay in registers (the general loop below keeps them in memory).
+// Same order per element as the general loop: fma over j in order from zero.
+void weighted_block_full(const float* const* ps, const float* sums, float* const* outs, const float* V, int ldkv,
+                         int64_t n, int d0) {
+    const float* p0 = ps[0];
+    const float* p1 = ps[1];
+    const float* p2 = ps[2];
+    const float* p3 = ps[3];
+    S::vf acc[kGroup][kDV];
+    for (int i = 0; i < kGroup; ++i)
+        for (int v = 0; v < kDV; ++v) acc[i][v] = S::zero();
+    for (int64_t j = 0; j < n; ++j) {
+        const float* vj = V + size_t(j) * ldkv + d0;
+        S::vf vv[kDV];
+        for (int v = 0; v < kDV; ++v) vv[v] = S::load(vj + v * L);
+        const S::vf w[kGroup] = {S::set1(p0[j]), S::set1(p1[j]), S::set1(p2[j]), S::set1(p3[j])};
+        for (int i = 0; i < kGroup; ++i)
+            for (int v = 0; v < kDV; ++v) acc[i][v] = S::fma(w[i], vv[v], acc[i][v]);
+    }
+    for (int i = 0; i < kGroup; ++i) {
+        S::vf inv = S::set1(1.0f / sums[i]);
+        for (int v = 0; v < kDV; ++v) S::store(outs[i] + d0 + v * L, S::mul(acc[i][v], inv));
+    }
+}
+
 // out_q = sum_j p_q[j] V_j / sums[q] for a group of up to kGroup queries sharing cells [0, n).
 void weighted_values(const float* const* ps, const float* sums, float* const* outs, int g, const float* V,
                      int ldkv, int64_t n, int hd) {
     const int dvec = hd / L * L;
     for (int d0 = 0; d0 < dvec; d0 += kDV * L) {
         const int nv = std::min(kDV, (dvec - d0) / L);
+        if (g == kGroup && nv == kDV) {
+            weighted_block_full(ps, sums, outs, V, ldkv, n, d0);
+            continue;
+        }
         S::vf acc[kGroup][kDV];
         for (int i = 0; i < kGroup; ++i)
             for (int v = 0; v < kDV; ++v) acc[i][v] = S::zero();
@@ -190,6 +221,35 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
             const int64_t cells = pos0 + t0 + (q0 + g - 1) / rep + 1;  // the group's longest row
             weighted_values(ps.data() + q0, sums.data() + q0, outs.data() + q0, g, V, ldkv, cells, hd);
         }
+    }
+}
+
+void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
+                   int kv_head, int q_per_kv, float scale) {
+    if (head_dim <= 0 || q_per_kv <= 0 || pos < 0) return;
+    const int hd = head_dim, rep = q_per_kv;
+    const int64_t n = pos + 1, padded = (n + L - 1) / L * L;
+    K += size_t(kv_head) * hd;
+    V += size_t(kv_head) * hd;
+    // the group's q heads are contiguous rows of hd floats: scores[h][j] for all of them at once
+    float* scores = scratch.grow(scratch.row_scores, size_t(rep) * padded);
+    dot_rows_f32(q, rep, hd, K, ldkv, hd, scores, int(padded), 0, int(n));
+    const S::vf vscale = S::set1(scale);
+    float sums[kGroup];
+    const float* ps[kGroup];
+    float* outs[kGroup];
+    for (int h0 = 0; h0 < rep; h0 += kGroup) {
+        const int g = std::min(kGroup, rep - h0);
+        for (int i = 0; i < g; ++i) {
+            float* s = scores + size_t(h0 + i) * padded;
+            int64_t j = 0;
+            for (; j + L <= n; j += L) S::store(s + j, S::mul(S::load(s + j), vscale));
+            for (; j < n; ++j) s[j] *= scale;
+            sums[i] = softmax_weights(s, n, padded);
+            ps[i] = s;
+            outs[i] = o + size_t(h0 + i) * hd;
+        }
+        weighted_values(ps, sums, outs, g, V, ldkv, n, hd);
     }
 }
 

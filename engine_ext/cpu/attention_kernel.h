@@ -19,4 +19,12 @@ namespace strata::cpu {
 void attention_causal(const float* Q, int ldq, const float* K, const float* V, int ldkv, float* O, int ldo,
                       int n_rows, int64_t pos0, int head_dim, int kv_head, int q_per_kv, float scale);
 
+// The same attention for ONE query row at position pos (decode windows), exact: every output
+// element is one fixed function of its own row's q and of cells [0, pos], whatever the other
+// rows of the window or the thread count. Scores are dot_f32 products (the keys are read in
+// place as the rows of a matrix, every key once for the q_per_kv heads), times scale; then a
+// vectorised max / exp / sum and the weighted values with one fixed order over the cells.
+void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
+                   int kv_head, int q_per_kv, float scale);
+
 }  // namespace strata::cpu

@@ -37,4 +37,9 @@ void matmul_jobs(ThreadPool& pool, const std::vector<MatJob>& jobs, bool prefill
 // Fixed-order dot product of two f32 vectors (same scheme as the f32 matmul).
 float dot_f32(const float* a, const float* b, int n);
 
+// Y[t*ldy + r] = dot_f32(X + t*ldx, W + r*ldw, cols) for t < T, r in [r0, r1), bit for bit,
+// computed with the f32 matmul's tiles (each W row read once for all T rows). Single-threaded.
+void dot_rows_f32(const float* X, int T, int ldx, const float* W, int ldw, int cols, float* Y, int ldy, int r0,
+                  int r1);
+
 }  // namespace strata

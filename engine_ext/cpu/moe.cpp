@@ -2,6 +2,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/activation.h"
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 
@@ -17,7 +18,7 @@ void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
         const float* gr = g.p + size_t(r) * g.ld;
         const float* ur = u.p + size_t(r) * u.ld;
         float* o = out.p + size_t(r) * out.ld;
-        for (int i = 0; i < n; ++i) o[i] = silu(gr[i]) * ur[i];
+        silu_mul(gr, ur, o, n);
     }
 }
 
@@ -25,7 +26,8 @@ void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
 // shared expert.
 void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                  const float* shared_gate, float* out) {
-    std::vector<float> acc(H);
+    thread_local std::vector<float> acc;  // no allocation per call
+    acc.resize(size_t(H));
     for (int t = 0; t < n; ++t) {
         std::fill(acc.begin(), acc.end(), 0.f);
         for (int j = 0; j < k; ++j) {

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "cpu/activation.h"
 #include "cpu/kernels.h"
 #include "cpu/math.h"
 
@@ -26,7 +27,7 @@ void gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim, const float* 
             float* o = x.p + size_t(r) * x.ld + size_t(h) * x.hs;
             const float* zz = z.p + size_t(r) * z.ld + size_t(h) * z.hs;
             rmsnorm_row(o, w, eps, dim, o);
-            for (int j = 0; j < dim; ++j) o[j] = o[j] * silu(zz[j]);
+            mul_silu(o, zz, dim);
         }
 }
 

@@ -25,6 +25,7 @@ inline vf fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 inline vf add(vf a, vf b) { return _mm512_add_ps(a, b); }
 inline vf sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 inline vf mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+inline vf div(vf a, vf b) { return _mm512_div_ps(a, b); }
 inline vf max(vf a, vf b) { return _mm512_max_ps(a, b); }
 inline float hmax(vf v) { return _mm512_reduce_max_ps(v); }
 inline float hsum(vf v) { return _mm512_reduce_add_ps(v); }
@@ -51,6 +52,7 @@ inline vf fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 inline vf add(vf a, vf b) { return _mm256_add_ps(a, b); }
 inline vf sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 inline vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+inline vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
 inline vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
 inline float hmax(vf v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -100,6 +102,7 @@ inline void store(float* p, vf a) { std::memcpy(p, a.v, sizeof a.v); }
 STRATA_SIMD_LANEWISE(add, a.v[i] + b.v[i])
 STRATA_SIMD_LANEWISE(sub, a.v[i] - b.v[i])
 STRATA_SIMD_LANEWISE(mul, a.v[i] * b.v[i])
+STRATA_SIMD_LANEWISE(div, a.v[i] / b.v[i])
 STRATA_SIMD_LANEWISE(max, a.v[i] > b.v[i] ? a.v[i] : b.v[i])
 #undef STRATA_SIMD_LANEWISE
 inline vf fma(vf a, vf b, vf c) {

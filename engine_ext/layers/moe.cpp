@@ -151,16 +151,17 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         for (int u = 0; u < U; ++u)
             j2.push_back({GU + size_t(start[u]) * 2 * I, count[u], 2 * I, views[u].down, nullptr,
                           D + size_t(start[u]) * H, H});
+        // the shared expert's down projection joins the experts' call: one dispatch less
+        if (has_shared_) {
+            be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
+            j2.push_back({shg, n, SI, down_.w, nullptr, out, H});
+        }
         be.matmul(j2);
     } catch (...) {
         store.release_layer(li);
         throw;
     }
     store.release_layer(li);
-    if (has_shared_) {
-        be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
-        be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
-    }
     be.moe_combine(D, slot_of, wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
 }
 

@@ -6,6 +6,10 @@
 
 #include "blocks.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define STRATA_INT8_AVX2 1
@@ -19,9 +23,40 @@ bool uses_int8_activations(QType t) {
 
 int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0) ? kQ8 : kQK; }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// The scalar steps below, 16 values at a time, with the same IEEE results: max ignores NaN the
+// way std::max(amax, |x|) does, round half away from zero is trunc plus a step where the
+// (exact) fraction is at least one half, and the clamp sends NaN to -127 as the scalar code.
+static void quantize_block16(const float* xb, int block, int8_t* q, float* d) {
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < block; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    const float db = amax / 127.0f;
+    const float id = db != 0.f ? 1.0f / db : 0.f;
+    *d = db;
+    const __m512 vid = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+    const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
+    for (int i = 0; i < block; i += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + i), vid);
+        __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, r)), half, _CMP_GE_OQ);
+        const __m512 step = _mm512_castsi512_ps(
+            _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), _mm512_castps_si512(one)));
+        r = _mm512_mask_add_ps(r, up, r, step);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+    }
+}
+#define STRATA_QUANTIZE16 1
+#endif
+
 void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16) {
     for (int b = 0; b < cols / block; ++b) {
         const float* xb = x + size_t(b) * block;
+#ifdef STRATA_QUANTIZE16
+        quantize_block16(xb, block, q + size_t(b) * block, d + b);
+#else
         float amax = 0.f;
         for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
         const float db = amax / 127.0f;
@@ -31,6 +66,7 @@ void quantize_activation(const float* x, int cols, int block, int8_t* q, float* 
             const float v = std::round(xb[i] * id);  // half away from zero, as ggml / gguf-py
             q[size_t(b) * block + i] = int8_t(std::min(127.f, std::max(-127.f, v)));
         }
+#endif
     }
     if (bsum16)
         for (int g = 0; g < cols / 16; ++g) {
@@ -50,6 +86,14 @@ inline float lanes_sum(const float* v) {  // the tree of the AVX2 finish: (i + i
     const float s0 = v[0] + v[4], s1 = v[1] + v[5], s2 = v[2] + v[6], s3 = v[3] + v[7];
     const float t0 = s0 + s2, t1 = s1 + s3;
     return t0 + t1;
+}
+// Q8_0 / Q5_0: block b goes to lane group b % 4 (8 lanes each); groups are summed
+// (g0 + g2) + (g1 + g3) per lane, then by the 8-lane tree: the order of two 512-bit accumulators
+// (groups 0|1 and 2|3) added, then reduced lane i + lane i+8 first.
+inline float lanes_sum32(const float* g) {
+    float h[8];
+    for (int i = 0; i < 8; ++i) h[i] = (g[i] + g[16 + i]) + (g[8 + i] + g[24 + i]);
+    return lanes_sum(h);
 }
 
 // One quantized activation row.
@@ -74,9 +118,10 @@ inline void lanes_fma(float* acc, const int32_t* isum, float dd) {
 }
 
 struct ScalarKernels {
+    // Q8_0 / Q5_0: 32 float lanes, block b in lanes 8*(b % 4).. (lanes_sum32).
     static void q8_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         for (int t = 0; t < T; ++t) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            float acc[32] = {};
             for (int b = 0; b < nb; ++b) {
                 const uint8_t* blk = row + size_t(b) * 34;
                 const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
@@ -84,14 +129,14 @@ struct ScalarKernels {
                 for (int i = 0; i < 32; ++i) w[i] = int8_t(blk[2 + i]);
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
-                lanes_fma(acc, isum, dd);
+                lanes_fma(acc + 8 * (b & 3), isum, dd);
             }
-            y[t] = lanes_sum(acc);
+            y[t] = lanes_sum32(acc);
         }
     }
     static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
         for (int t = 0; t < T; ++t) {
-            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            float acc[32] = {};
             for (int b = 0; b < nb; ++b) {
                 const uint8_t* blk = row + size_t(b) * 22;
                 const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
@@ -99,9 +144,9 @@ struct ScalarKernels {
                 for (int i = 0; i < 32; ++i) w[i] = q5_0_value(blk, i);
                 int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
                 lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
-                lanes_fma(acc, isum, dd);
+                lanes_fma(acc + 8 * (b & 3), isum, dd);
             }
-            y[t] = lanes_sum(acc);
+            y[t] = lanes_sum32(acc);
         }
     }
     // Q4_K and Q5_K share everything but the fifth bit.
@@ -198,9 +243,10 @@ inline __m256i dot32(__m256i uw, __m256i sx, __m256i scale16) {
 }
 
 struct Avx2Kernels {
+    // acc[4t + b % 4] takes block b (the scalar code's 32 lanes).
     static void q8_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
-        __m256 acc[kMaxDotRows];
-        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        __m256 acc[4 * kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i ones = _mm256_set1_epi16(1);
         for (int b = 0; b < nb; ++b) {
             const uint8_t* blk = row + size_t(b) * 34;
@@ -210,14 +256,18 @@ struct Avx2Kernels {
             for (int t = 0; t < T; ++t) {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
                 const __m256i isum = dot32(uw, sx, ones);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xa[t].d[b]), acc[t]);
+                __m256& a = acc[4 * t + (b & 3)];
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xa[t].d[b]), a);
             }
         }
-        for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]);
+        for (int t = 0; t < T; ++t) {
+            const __m256* g = acc + 4 * t;
+            y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
+        }
     }
     static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
-        __m256 acc[kMaxDotRows];
-        for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+        __m256 acc[4 * kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
         const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0f);
         // byte i of the spread high bits: bit i of qh, selected by shuffling qh's bytes into place
         const __m256i bytesel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -238,11 +288,14 @@ struct Avx2Kernels {
             const __m256i uw = _mm256_sign_epi8(w, w);
             for (int t = 0; t < T; ++t) {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(uw, sx, ones)),
-                                         _mm256_set1_ps(dw * xa[t].d[b]), acc[t]);
+                __m256& a = acc[4 * t + (b & 3)];
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(uw, sx, ones)), _mm256_set1_ps(dw * xa[t].d[b]), a);
             }
         }
-        for (int t = 0; t < T; ++t) y[t] = hsum8(acc[t]);
+        for (int t = 0; t < T; ++t) {
+            const __m256* g = acc + 4 * t;
+            y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
+        }
     }
     template <bool kFive>
     static void q45_k(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
@@ -381,6 +434,7 @@ void run_rows(QType qt, const Act* xa, int T, const uint8_t* W, size_t rb, int c
 
 void dot_rows_int8(QType qt, const float* X, int T, int ldx, const uint8_t* W, size_t rb, int cols, float* Y,
                    int ldy, int r0, int r1, Isa isa) {
+    if (isa == Isa::kAvx512 && dot_rows_int8_vnni(qt, X, T, ldx, W, rb, cols, Y, ldy, r0, r1)) return;
     const int block = activation_block(qt);
     // Per-thread scratch: the engine calls this from its pool threads over row ranges.
     thread_local std::vector<int8_t> q;

@@ -23,6 +23,12 @@ int activation_block(QType t);
 // 256-blocks, the sums of each 16 quantized values (bsum16[cols/16]).
 void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16);
 
+// The AVX-512 VNNI kernels (dot_int8_vnni.cpp): the same integers and float steps as the kernels
+// above, computed 64 bytes at a time. False when this build has no VNNI or the format has no such
+// kernel (then the AVX2 kernel runs, with the same result).
+bool dot_rows_int8_vnni(QType t, const float* X, int T, int ldx, const uint8_t* W, size_t row_bytes, int cols,
+                        float* Y, int ldy, int r0, int r1);
+
 void dot_rows_int8(QType t, const float* X, int T, int ldx, const uint8_t* W, size_t row_bytes, int cols,
                    float* Y, int ldy, int r0, int r1, Isa isa);
 
