@@ -28,6 +28,7 @@ from strata.protocol import GenerationSettings  # noqa: E402
 from strata.runtime import open_generator  # noqa: E402
 from strata.session_format import recording_from_store, write_session_file  # noqa: E402
 from strata.store import SessionStore  # noqa: E402
+from demo_files import ARITH  # noqa: E402  (scripts/ is the script's own folder on sys.path)
 
 SERVICE = '''"""A small HTTP client wrapper used by the demo edit session."""
 import json
@@ -59,21 +60,6 @@ def fetch_with_retries(url, timeout=DEFAULT_TIMEOUT):
     raise RuntimeError("giving up on " + url)
 '''
 
-ARITH = '''"""Small arithmetic helpers."""
-import os
-
-
-def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return a - b
-
-
-def mul(a, b):
-    return a * b
-'''
 
 EDIT_ROUNDS = [
     "replace DEFAULT_TIMEOUT = 30 with DEFAULT_TIMEOUT = 60",

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from demo_files import ARITH  # scripts/ is this script's own folder on sys.path
+
 SIZE = (140, 44)
 # strata-tiny answers short questions about code in its chat format (v2 was trained on
 # code-assistant conversations): ask one it answers right, twice, so the second reply shows
@@ -31,21 +33,7 @@ CHAT_MESSAGES = (
     'Explain this function:\n\n```python\ndef scale(values, factor):\n'
     '    """Multiply every value by factor."""\n    return [v * factor for v in values]\n```',
 ) * 2
-EDIT_SOURCE = '''"""Small arithmetic helpers."""
-import os
-
-
-def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return a - b
-
-
-def mul(a, b):
-    return a * b
-'''
+EDIT_SOURCE = ARITH
 # an edit strata-tiny gets right (add_import is its best kind on held-out files; see its model card)
 EDIT_INSTRUCTION = "Add `import math`."
 
