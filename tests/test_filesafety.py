@@ -193,6 +193,12 @@ def test_temp_names_carry_the_pid(tmp_path):
 # -- never write a broken file ------------------------------------------------------------------
 BROKEN = {
     "x.py": ("def f(x):\n    return x\n", "def f(x:\n    return x\n"),
+    # these parse into an AST but Python refuses to compile them: the file would not import
+    # (strata-tiny put `import math` above `from __future__ import annotations` on a real file)
+    "future.py": ("from __future__ import annotations\nimport re\n",
+                  "import math\nfrom __future__ import annotations\nimport re\n"),
+    "ret.py": ("def f():\n    return 1\n", "def f():\n    pass\nreturn 1\n"),
+    "brk.py": ("for i in x:\n    break\n", "for i in x:\n    pass\nbreak\n"),
     "x.json": ('{"a": [1, 2]}\n', '{"a": [1, 2}\n'),
     "x.toml": ('[a]\nb = 1\n', '[a\nb = 1\n'),
     "x.yaml": ("a:\n  - 1\n  - 2\n", "a:\n  - 1\n - 2: [\n"),

@@ -18,6 +18,7 @@ import difflib
 import json
 import os
 import stat
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -174,7 +175,12 @@ def _parse_error(kind: str, text: str) -> str | None:
     """None when `text` parses as `kind`, else a short reason with the line."""
     try:
         if kind == "Python":
-            compile(text, "<rewrite>", "exec", flags=0x400, dont_inherit=True)  # ast.PyCF_ONLY_AST
+            # a full compile to bytecode (nothing runs): an AST alone misses what only the
+            # compiler checks, e.g. a `from __future__` import below other code, or `return`
+            # and `break` outside their blocks; its warnings (bad escapes) are not ours to print
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(text, "<rewrite>", "exec", dont_inherit=True)
         elif kind == "JSON":
             json.loads(text)
         elif kind == "TOML":
