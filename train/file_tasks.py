@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import phrasing  # noqa: E402
-from rewrite_tasks import (ADD_TEMPLATES, MODULES, VERBS, WORDS, functions, import_block,  # noqa: E402
+from rewrite_tasks import (MODULES, VERBS, WORDS, appended_function, functions, import_block,  # noqa: E402
                            iter_corpus, line_offsets, new_identifier, parses, tokens_of, without_lines)
 
 MAX_CHARS = 24_000
@@ -169,22 +169,11 @@ def delete_function(text, tree, toks, rng):
 
 
 def add_function(text, tree, toks, rng):
-    taken = {t.string for t in toks if t.type == tokenize.NAME}
-    desc, arity, body = rng.choice(ADD_TEMPLATES)
-    name = f"{rng.choice(VERBS)}_{rng.choice(WORDS)}"
-    params = []
-    while len(params) < arity:
-        p = rng.choice(WORDS)
-        if p not in params:
-            params.append(p)
-    if name in taken:
+    made = appended_function(text, toks, rng)
+    if made is None:
         return None
-    fmt = dict(a=params[0], b=params[-1])
-    code = f"def {name}({', '.join(params)}):\n    {body.format(**fmt)}\n"
-    out = text.rstrip("\n") + "\n\n\n" + code
-    sig = f"{name}({', '.join(params)})"
-    return ({"kind": "add_function", "sig": sig, "d": desc.format(**fmt).replace("`", "")}, out) \
-        if parses(out) else None
+    sig, what, out = made
+    return {"kind": "add_function", "sig": sig, "d": what.replace("`", "")}, out
 
 
 def add_docstring(text, tree, toks, rng):

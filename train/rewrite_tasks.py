@@ -255,7 +255,10 @@ ADD_TEMPLATES = (
 )
 
 
-def edit_add_function(text: str, tree: ast.AST, toks, rng: random.Random):
+def appended_function(text: str, toks, rng: random.Random):
+    """A new small function appended at the end of `text`: (signature, what it does, new text),
+    or None when the drawn name is taken or the result does not parse. Shared by the snippet
+    (v1) and whole-file (v2) add_function edits, so both draw from `rng` in the same order."""
     taken = {t.string for t in toks if t.type == tokenize.NAME}
     desc, arity, body = rng.choice(ADD_TEMPLATES)
     name = f"{rng.choice(VERBS)}_{rng.choice(WORDS)}"
@@ -268,13 +271,19 @@ def edit_add_function(text: str, tree: ast.AST, toks, rng: random.Random):
         return None
     fmt = dict(a=params[0], b=params[-1])
     code = f"def {name}({', '.join(params)}):\n    {body.format(**fmt)}\n"
-    base = text if text.endswith("\n") else text + "\n"
-    out = base.rstrip("\n") + "\n\n\n" + code
+    out = text.rstrip("\n") + "\n\n\n" + code
     if not parses(out):
         return None
-    sig = f"{name}({', '.join(params)})"
-    instr = rng.choice((f"Add a function `{sig}` that {desc.format(**fmt)}.",
-                        f"At the end of the file, add `{sig}`, which {desc.format(**fmt)}."))
+    return f"{name}({', '.join(params)})", desc.format(**fmt), out
+
+
+def edit_add_function(text: str, tree: ast.AST, toks, rng: random.Random):
+    made = appended_function(text, toks, rng)
+    if made is None:
+        return None
+    sig, what, out = made
+    instr = rng.choice((f"Add a function `{sig}` that {what}.",
+                        f"At the end of the file, add `{sig}`, which {what}."))
     return instr, out
 
 
