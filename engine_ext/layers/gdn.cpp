@@ -16,28 +16,11 @@ GdnLayer::GdnLayer(const LayerEnv& env, WeightLoader& w, int l, bool lazy_fold) 
         throw ModelError("linear_num_value_heads must be a multiple of linear_num_key_heads");
     if (s.lin_dv > 512 || s.lin_dk <= 0 || s.lin_dv <= 0 || s.conv_k < 1)
         throw ModelError("unsupported linear attention head size");
-    const int nv = s.lin_nv, r = s.lin_nv / s.lin_nk;
+    const int nv = s.lin_nv;
     if (s.gdn_fused) {
         qkvz_ = w.linear(layer_name(l, "linear_attn.in_proj_qkvz"), 2 * key_dim_ + 2 * value_dim_, s.hidden, false);
         ba_ = w.linear(layer_name(l, "linear_attn.in_proj_ba"), 2 * nv, s.hidden, false);
-        // the fused projections interleave per key-head group: [q_g k_g v_g z_g] and [b_g a_g]
-        int W = 2 * key_dim_ + 2 * value_dim_;
-        perm_.resize(W + 2 * nv);
-        int gw = 2 * s.lin_dk + 2 * r * s.lin_dv;
-        for (int g = 0; g < s.lin_nk; ++g) {
-            for (int i = 0; i < s.lin_dk; ++i) {
-                perm_[g * s.lin_dk + i] = g * gw + i;
-                perm_[key_dim_ + g * s.lin_dk + i] = g * gw + s.lin_dk + i;
-            }
-            for (int j = 0; j < r * s.lin_dv; ++j) {
-                perm_[2 * key_dim_ + g * r * s.lin_dv + j] = g * gw + 2 * s.lin_dk + j;
-                perm_[2 * key_dim_ + value_dim_ + g * r * s.lin_dv + j] = g * gw + 2 * s.lin_dk + r * s.lin_dv + j;
-            }
-            for (int i = 0; i < r; ++i) {
-                perm_[W + g * r + i] = W + g * 2 * r + i;
-                perm_[W + nv + g * r + i] = W + g * 2 * r + r + i;
-            }
-        }
+        // their outputs interleave per key-head group; run() reorders them (canonical_from_fused)
     } else {
         qkv_ = w.linear(layer_name(l, "linear_attn.in_proj_qkv"), conv_dim_, s.hidden, false);
         z_ = w.linear(layer_name(l, "linear_attn.in_proj_z"), value_dim_, s.hidden, false);

@@ -42,7 +42,7 @@ private:
     Linear qkv_, z_, b_, a_;    // split (qwen3_5)
     bool ba_fused_ = false;     // split q/k/v and z but fused b/a (qwen3next GGUF files)
     Linear out_;
-    std::vector<int> perm_;     // canonical [q|k|v|z|b|a] index -> projection output index
+    std::vector<int> perm_;     // split projections: canonical [q|k|v|z|b|a] index -> output index
     std::vector<float> conv_w_; // [conv_dim][K]
     std::vector<float> A_, dt_bias_, norm_w_;
     // committed state
