@@ -73,6 +73,7 @@ private:
     const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its version changes
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
+    std::unique_ptr<WeightPool> pool_;  // every cached matrix's chunks
     std::mutex mutex_;  // one window at a time on the queue
     bool prefill_ = false;
     struct CachedMatrix {
@@ -94,9 +95,15 @@ private:
     // computes while the host encodes the rest of the window.
     static constexpr size_t kEarlySubmit = 48;
     void submit_early();
-    // jobs[j..j+n) in one matmul_multi dispatch when they allow it; false: nothing recorded
-    bool matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n);
-    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns grouping off (the tests compare both)
+    // Where a matmul job can join a matmul_gathered dispatch: its matrix, the device arrays of x
+    // and y and its place in them; false: it runs alone (f32 weights, a bias, host arrays).
+    struct GatherPlace {
+        const GpuMatrix* m = nullptr;
+        BufferPtr x, y;
+        Kernels::GatherJob job{};
+    };
+    bool gatherable(const MatJob& job, GatherPlace& at);
+    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
