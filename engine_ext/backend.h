@@ -170,6 +170,15 @@ public:
     virtual void add(float* x, const float* y, size_t n) = 0;
     // dst vector (r, h) = src vector (r, h), rows x heads vectors of `dim` (no overlap).
     virtual void copy(RowsC src, RowsF dst, int rows, int heads, int dim) = 0;
+    // Several copies (no destination overlaps any source); a backend may run them together.
+    struct CopyJob {
+        RowsC src;
+        RowsF dst;
+        int rows, heads, dim;
+    };
+    virtual void copy_many(const std::vector<CopyJob>& jobs) {
+        for (const CopyJob& j : jobs) copy(j.src, j.dst, j.rows, j.heads, j.dim);
+    }
 
     // Device-resident arrays. A backend that computes in its own memory (webgpu) keeps a
     // device copy of each attached host array and treats that copy as the current one: ops

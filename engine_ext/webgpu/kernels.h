@@ -65,6 +65,12 @@ public:
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
+    // Up to kManyCopies such copies from one buffer to another (or the same one) in one dispatch.
+    struct CopyJob {
+        uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs;
+    };
+    static constexpr uint32_t kManyCopies = 16;
+    void copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs);
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
     void rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,

@@ -638,3 +638,45 @@ void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
 }
 
 }  // namespace strata::webgpu
+
+namespace strata::webgpu {
+
+void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
+    std::vector<const CopyJob*> todo;
+    for (const CopyJob& j : jobs)
+        if (j.rows > 0 && j.heads > 0 && j.dim > 0) todo.push_back(&j);
+    if (todo.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        // one dispatch when every source lies in one device array and every destination in one
+        const Buffer* sb = nullptr;
+        const Buffer* db = nullptr;
+        BufferPtr src, dst;
+        std::vector<Kernels::CopyJob> kj;
+        bool one = fuse_ && todo.size() <= Kernels::kManyCopies;
+        for (size_t i = 0; one && i < todo.size(); ++i) {
+            const CopyJob& j = *todo[i];
+            View vs{j.src.p, j.rows, j.src.ld, j.heads, j.src.hs, j.dim}, vd{j.dst.p, j.rows, j.dst.ld, j.heads, j.dst.hs, j.dim};
+            uint64_t so = 0, d_off = 0;
+            const Region* rs = find(j.src.p, vs.extent() * 4, so);
+            const Region* rd = find(j.dst.p, vd.extent() * 4, d_off);
+            one = rs && rd && (!sb || rs->buf.get() == sb) && (!db || rd->buf.get() == db) && so / 4 <= UINT32_MAX &&
+                  d_off / 4 <= UINT32_MAX;
+            if (!one) break;
+            sb = rs->buf.get();
+            db = rd->buf.get();
+            src = rs->buf;
+            dst = rd->buf;
+            kj.push_back({uint32_t(j.rows), uint32_t(j.heads), uint32_t(j.dim), uint32_t(so / 4), uint32_t(j.src.ld),
+                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs)});
+        }
+        if (one) {
+            kernels_->copy_many(rec_, BufRef(src), BufRef(dst), kj);
+            submit_early();
+            return;
+        }
+    }
+    for (const CopyJob* j : todo) copy(j->src, j->dst, j->rows, j->heads, j->dim);
+}
+
+}  // namespace strata::webgpu

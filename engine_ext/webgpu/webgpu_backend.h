@@ -47,6 +47,7 @@ public:
                      const float* shared_gate, float* out) override;
     void add(float* x, const float* y, size_t n) override;
     void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
+    void copy_many(const std::vector<CopyJob>& jobs) override;
     void attach(const void* p, size_t bytes, bool upload) override;
     void detach(const void* p) override;
     void to_host(const void* p, size_t bytes) override;
