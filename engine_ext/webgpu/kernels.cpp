@@ -218,6 +218,17 @@ void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRe
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 
+void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y,
+                          uint32_t rows, uint32_t D, float eps, float weight_offset) {
+    need(x, uint64_t(rows) * D, "add_rmsnorm", "x");
+    need(z, uint64_t(rows) * D, "add_rmsnorm", "addend");
+    need(w, D, "add_rmsnorm", "weight");
+    need(y, uint64_t(rows) * D, "add_rmsnorm", "y");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    r.dispatch(pipeline("norm.wgsl", "add_rmsnorm"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+}
+
 void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
                             const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
     need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");

@@ -73,6 +73,9 @@ public:
     void copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs);
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
+    // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)
+    void add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y, uint32_t rows,
+                     uint32_t D, float eps, float weight_offset);
     void rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
                        const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     // x [T][heads][D] in place; cos_sin [T][2][rot_dim/2]

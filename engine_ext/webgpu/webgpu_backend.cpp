@@ -617,6 +617,20 @@ void WebGpuBackend::add(float* x, const float* y, size_t n) {
     a.done();
 }
 
+void WebGpuBackend::add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) {
+    if (rows <= 0 || dim <= 0) return;
+    if (!fuse_) return Backend::add_rmsnorm(x, y, rows, dim, out, w, eps);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t n = uint64_t(rows) * dim;
+    OpArgs a(*this);
+    BufRef by = a.in(span(y, n), "addend");
+    BufRef bw = a.in(span(w, dim), "norm weight");
+    BufRef bx = a.inout(span(x, n), "x");
+    BufRef bh = a.out(View{out.p, rows, out.ld, 1, 0, dim}, "y");
+    kernels_->add_rmsnorm(rec_, bx, by, bw, bh, uint32_t(rows), uint32_t(dim), eps, 0.0f);
+    a.done();
+}
+
 void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
     if (rows <= 0 || heads <= 0 || dim <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);

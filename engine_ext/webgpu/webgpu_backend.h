@@ -46,6 +46,7 @@ public:
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     void add(float* x, const float* y, size_t n) override;
+    void add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) override;
     void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
     void copy_many(const std::vector<CopyJob>& jobs) override;
     void attach(const void* p, size_t bytes, bool upload) override;
