@@ -218,26 +218,26 @@ void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRe
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 
-void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y,
-                          uint32_t rows, uint32_t D, float eps, float weight_offset) {
-    need(x, uint64_t(rows) * D, "add_rmsnorm", "x");
-    need(z, uint64_t(rows) * D, "add_rmsnorm", "addend");
-    need(w, D, "add_rmsnorm", "weight");
-    need(y, uint64_t(rows) * D, "add_rmsnorm", "y");
+// The two-input norms (norm.wgsl's z binding: the gate, or the residual's addend).
+void Kernels::norm_with(Recorder& r, const char* entry, const char* z_name, const BufRef& x, const BufRef& z,
+                        const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
+    need(x, uint64_t(rows) * D, entry, "x");
+    need(z, uint64_t(rows) * D, entry, z_name);
+    need(w, D, entry, "weight");
+    need(y, uint64_t(rows) * D, entry, "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
-    r.dispatch(pipeline("norm.wgsl", "add_rmsnorm"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+    r.dispatch(pipeline("norm.wgsl", entry), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y,
+                          uint32_t rows, uint32_t D, float eps, float weight_offset) {
+    norm_with(r, "add_rmsnorm", "addend", x, z, w, y, rows, D, eps, weight_offset);
 }
 
 void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
                             const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
-    need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");
-    need(z, uint64_t(rows) * D, "rmsnorm_gated", "z");
-    need(w, D, "rmsnorm_gated", "weight");
-    need(y, uint64_t(rows) * D, "rmsnorm_gated", "y");
-    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
-    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
-    r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+    norm_with(r, "rmsnorm_gated", "z", x, z, w, y, rows, D, eps, weight_offset);
 }
 
 void Kernels::rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,

@@ -118,6 +118,8 @@ public:
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});
+    void norm_with(Recorder& r, const char* entry, const char* z_name, const BufRef& x, const BufRef& z,
+                   const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
 };
