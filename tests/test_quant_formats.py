@@ -10,6 +10,8 @@ from gguf import quants
 
 from strata import _engine
 
+from gguf_helpers import ggml_activation_blocks  # noqa: E402
+
 FORMATS = ["F32", "F16", "BF16", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 ISAS = _engine.quant_isas()
 
@@ -75,27 +77,6 @@ def test_dequantize_matches_gguf_bit_for_bit(fmt, edge):
 
 # Formats whose kernels quantize each activation row per block (32 or 256 values) like ggml.
 INT8_ACTIVATIONS = {"Q5_0": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
-
-
-def ggml_activation_blocks(xb, block):
-    """(q, d) per block as llama.cpp's CPU backend quantizes an activation row for the weight
-    type, in float32 NumPy. 32-blocks (ggml's x86 quantize_row_q8_0): d = f16(amax / 127) and
-    q = round-half-even(x * (127 / amax)). 256-blocks (ggml's Q8_K reference): max = the first
-    value of largest magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)),
-    d = 1 / iscale."""
-    xb = np.asarray(xb, np.float32)
-    amax = np.abs(xb).max(axis=1)
-    nz = amax != 0
-    safe = np.where(nz, amax, np.float32(1))
-    if block == 32:
-        d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
-        mul = np.where(nz, np.float32(127) / safe, np.float32(0)).astype(np.float32)
-    else:
-        mx = xb[np.arange(len(xb)), np.abs(xb).argmax(axis=1)]
-        mul = np.where(nz, np.float32(-127) / np.where(nz, mx, np.float32(1)), np.float32(0)).astype(np.float32)
-        d = np.where(nz, np.float32(1) / np.where(nz, mul, np.float32(1)), np.float32(0)).astype(np.float32)
-    q = np.clip(np.rint((xb * mul[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
-    return q, d.astype(np.float32)
 
 
 def quantized_activations(X, block):
