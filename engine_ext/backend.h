@@ -168,8 +168,23 @@ public:
                              const float* shared, const float* shared_gate, float* out) = 0;
     // x[i] += y[i]
     virtual void add(float* x, const float* y, size_t n) = 0;
+    // The residual add and the next norm: x += y over rows x dim (packed), then out = rmsnorm(x)
+    // (rows of dim at stride ld). A backend may fuse them; the result equals the two ops'.
+    virtual void add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) {
+        add(x, y, size_t(rows) * dim);
+        rmsnorm({x, dim, 0}, out, rows, 1, dim, w, eps);
+    }
     // dst vector (r, h) = src vector (r, h), rows x heads vectors of `dim` (no overlap).
     virtual void copy(RowsC src, RowsF dst, int rows, int heads, int dim) = 0;
+    // Several copies (no destination overlaps any source); a backend may run them together.
+    struct CopyJob {
+        RowsC src;
+        RowsF dst;
+        int rows, heads, dim;
+    };
+    virtual void copy_many(const std::vector<CopyJob>& jobs) {
+        for (const CopyJob& j : jobs) copy(j.src, j.dst, j.rows, j.heads, j.dim);
+    }
 
     // Device-resident arrays. A backend that computes in its own memory (webgpu) keeps a
     // device copy of each attached host array and treats that copy as the current one: ops

@@ -127,13 +127,17 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
     win.union_per_moe = &run_union_;
     win.expert_bytes = &expert_bytes_;
     be.embed(embed_, tokens, n, x);
-    for (auto& B : blocks_) {
-        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.in_norm.data(), s.eps);
+    // each residual add goes with the norm that follows it (one fused op where the backend can)
+    if (!blocks_.empty()) be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, blocks_[0].in_norm.data(), s.eps);
+    for (size_t b = 0; b < blocks_.size(); ++b) {
+        auto& B = blocks_[b];
         B.mixer->run(h, n, p0, row0, o);
-        be.add(x, o, xs);
-        be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, B.post_norm.data(), s.eps);
+        be.add_rmsnorm(x, o, n, H, {h, H, 0}, B.post_norm.data(), s.eps);
         B.ffn->run(h, n, o, win);
-        be.add(x, o, xs);
+        if (b + 1 < blocks_.size())
+            be.add_rmsnorm(x, o, n, H, {h, H, 0}, blocks_[b + 1].in_norm.data(), s.eps);
+        else
+            be.add(x, o, xs);
     }
     if (!logits) return;
     int first = last_only ? n - 1 : 0;

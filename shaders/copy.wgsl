@@ -30,3 +30,37 @@ fn copy_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
         dst[p.dst_off + r * p.dst_ld + h * p.dst_hs + d] = src[p.src_off + r * p.src_ld + h * p.src_hs + d];
     }
 }
+
+// Up to MAX_COPIES such copies in one dispatch (the backend's copy_many: the GDN layer's six
+// reorderings of its fused projections), each from the one src binding to the one dst binding.
+// Element i of the dispatch belongs to the last copy whose first element is <= i.
+struct CopyJob {
+    shape: vec4<u32>,  // (rows, heads, D, first element of this copy in the dispatch)
+    src: vec4<u32>,    // (off, ld, hs, -)
+    dst: vec4<u32>,    // (off, ld, hs, -)
+}
+struct ManyParams {
+    n_jobs: u32,
+    total: u32,
+    pad0: u32,
+    pad1: u32,
+    jobs: array<CopyJob, {{MAX_COPIES}}>,
+}
+@group(0) @binding(0) var<uniform> mp: ManyParams;
+
+@compute @workgroup_size({{WG}})
+fn copy_many(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
+    for (var i = gid.x; i < mp.total; i += ng.x * WG) {
+        var j = 0u;
+        for (var c = 1u; c < mp.n_jobs; c++) {
+            if (mp.jobs[c].shape.w <= i) { j = c; }
+        }
+        let job = mp.jobs[j];
+        let e = i - job.shape.w;
+        let d = e % job.shape.z;
+        let rh = e / job.shape.z;
+        let h = rh % job.shape.y;
+        let r = rh / job.shape.y;
+        dst[job.dst.x + r * job.dst.y + h * job.dst.z + d] = src[job.src.x + r * job.src.y + h * job.src.z + d];
+    }
+}

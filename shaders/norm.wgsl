@@ -54,3 +54,20 @@ fn rmsnorm_gated(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgro
         y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
     }
 }
+
+// The residual add fused with the next norm (the backend's add_rmsnorm): x += z, then
+// y = rmsnorm(x) as rmsnorm computes it. Thread lid adds exactly the elements its strided sum
+// reads, so the sum sees the new x without a barrier, and every value equals add then rmsnorm.
+@compute @workgroup_size({{WG}})
+fn add_rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row = wid.y * p.groups_x + wid.x;
+    if (row >= p.rows) { return; }
+    let base = row * p.D;
+    for (var d = lid3.x; d < p.D; d += WG) {
+        x[base + d] = x[base + d] + z[base + d];
+    }
+    let inv = inv_rms(lid3.x, base);
+    for (var d = lid3.x; d < p.D; d += WG) {
+        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
+    }
+}

@@ -164,8 +164,10 @@ def bf16_model(tmp_path_factory):
 
 
 def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
-    # the backend runs consecutive half-precision jobs over one x in one dispatch (an expert's
-    # gate and up, router + shared expert, q/k/v); each row must equal the one-job kernel's
+    # the backend gathers consecutive half-precision jobs into one dispatch (every selected
+    # expert's gate and up, then their down projections, router + shared expert, q/k/v), runs
+    # the GDN reorderings as one copy_many and each residual add with the next norm; each value
+    # must equal the unfused ops' (STRATA_WEBGPU_FUSE=0)
     grouped = gpu(bf16_model)
     monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
     single = gpu(bf16_model)

@@ -63,20 +63,20 @@ GdnLayer::GdnLayer(const LayerEnv& env, WeightLoader& w, int l, bool lazy_fold) 
 }
 
 // The fused projections' interleaved [q_g k_g v_g z_g] [b_g a_g] groups into canonical
-// [q k v z b a] rows: six strided copies (perm_ spelled out per block), so they run where the
-// activations are.
+// [q k v z b a] rows: six strided copies (perm_ spelled out per block) in one batch, so they run
+// where the activations are (one dispatch on the GPU).
 void GdnLayer::canonical_from_fused(const float* raw, float* P, int n) {
     const ModelSpec& s = env_.spec;
     Backend& be = env_.be;
     const int nk = s.lin_nk, dk = s.lin_dk, r = s.lin_nv / s.lin_nk, dv = s.lin_dv;
     const int W1 = 2 * key_dim_ + 2 * value_dim_, W = W1 + 2 * s.lin_nv;
     const int gw = 2 * dk + 2 * r * dv;
-    be.copy({raw, W, gw}, {P, W, dk}, n, nk, dk);
-    be.copy({raw + dk, W, gw}, {P + key_dim_, W, dk}, n, nk, dk);
-    be.copy({raw + 2 * dk, W, gw}, {P + 2 * key_dim_, W, r * dv}, n, nk, r * dv);
-    be.copy({raw + 2 * dk + r * dv, W, gw}, {P + 2 * key_dim_ + value_dim_, W, r * dv}, n, nk, r * dv);
-    be.copy({raw + W1, W, 2 * r}, {P + W1, W, r}, n, nk, r);
-    be.copy({raw + W1 + r, W, 2 * r}, {P + W1 + s.lin_nv, W, r}, n, nk, r);
+    be.copy_many({{{raw, W, gw}, {P, W, dk}, n, nk, dk},
+                  {{raw + dk, W, gw}, {P + key_dim_, W, dk}, n, nk, dk},
+                  {{raw + 2 * dk, W, gw}, {P + 2 * key_dim_, W, r * dv}, n, nk, r * dv},
+                  {{raw + 2 * dk + r * dv, W, gw}, {P + 2 * key_dim_ + value_dim_, W, r * dv}, n, nk, r * dv},
+                  {{raw + W1, W, 2 * r}, {P + W1, W, r}, n, nk, r},
+                  {{raw + W1 + r, W, 2 * r}, {P + W1 + s.lin_nv, W, r}, n, nk, r}});
 }
 
 void GdnLayer::advance_history(const float* hist, const float* x, int ldx, int n, float* hist_out) {

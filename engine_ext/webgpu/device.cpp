@@ -39,6 +39,8 @@ const char* adapter_type_name(WGPUAdapterType t) {
 
 constexpr uint64_t kOneGiB = 1ull << 30;
 constexpr uint64_t kUniformSlot = 256;  // WebGPU's largest minUniformBufferOffsetAlignment
+// A parameter block takes whole slots; 16 KiB stays well inside WebGPU's 64 KiB uniform binding.
+constexpr uint64_t kMaxParams = 16384;
 
 const char* kNoAdapterHint =
 #ifdef __APPLE__
@@ -209,11 +211,13 @@ WGPUBuffer Device::uniform_ring(uint64_t bytes) {
     return uniform_ring_;
 }
 
-WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offset, const std::vector<BufRef>& buffers) {
+WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
+                                 const std::vector<BufRef>& buffers) {
     std::string key;
     auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
     put(reinterpret_cast<uintptr_t>(pipeline.layout));
     put(params_offset);
+    put(params_size);
     for (size_t i = 0; i < buffers.size(); ++i) {
         if (!buffers[i]) continue;
         put(i);
@@ -228,7 +232,7 @@ WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offse
     entries[0].binding = 0;
     entries[0].buffer = uniform_ring_;
     entries[0].offset = params_offset;
-    entries[0].size = kUniformSlot;
+    entries[0].size = params_size;
     for (size_t i = 0; i < buffers.size(); ++i) {
         if (!buffers[i]) continue;  // a binding number this entry point does not use
         WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
@@ -326,15 +330,16 @@ void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
 
 void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
                         const std::vector<BufRef>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
-    if (params_bytes > kUniformSlot) throw std::logic_error("webgpu: parameter block above 256 bytes");
+    if (params_bytes > kMaxParams) throw std::logic_error("webgpu: parameter block above 16 KiB");
     uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
     if (gx > max_groups || gy > max_groups || gz > max_groups)
         throw std::logic_error("webgpu: dispatch of " + std::to_string(gx) + "x" + std::to_string(gy) + "x" +
                                std::to_string(gz) + " workgroups exceeds the adapter limit");
     size_t offset = params_.size();
-    params_.resize(offset + kUniformSlot, 0);
+    size_t slots = std::max<size_t>(1, (params_bytes + kUniformSlot - 1) / kUniformSlot);
+    params_.resize(offset + slots * kUniformSlot, 0);
     std::memcpy(params_.data() + offset, params, params_bytes);
-    dispatches_.push_back(Dispatch{pipeline, offset, buffers, {gx, gy, gz}});
+    dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, buffers, {gx, gy, gz}});
 }
 
 void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst) {
@@ -372,7 +377,7 @@ void Recorder::submit(bool wait) {
     if (!dispatches_.empty()) {
         WGPUComputePassEncoder pass = api.wgpuCommandEncoderBeginComputePass(encoder, nullptr);
         for (auto& d : dispatches_) {
-            WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.buffers);
+            WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.params_size, d.buffers);
             api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
             api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
             api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);

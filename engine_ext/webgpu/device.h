@@ -81,8 +81,8 @@ struct Pipeline {
 class Recorder {
 public:
     explicit Recorder(Device& device) : device_(device) {}
-    // Binding 0 of the pipeline's group 0 is its uniform parameter block (`params`, padded to 16
-    // bytes); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
+    // Binding 0 of the pipeline's group 0 is its uniform parameter block (`params`, up to 16 KiB,
+    // padded to whole 256-byte slots); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
     // entry points of a shared file that use only some bindings).
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
                   const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
@@ -103,7 +103,7 @@ public:
 private:
     struct Dispatch {
         Pipeline pipeline;
-        size_t params_offset;
+        size_t params_offset, params_size;
         std::vector<BufRef> buffers;
         uint32_t groups[3];
     };
@@ -152,7 +152,8 @@ private:
     // submit at the same offset), so a dispatch that repeats, as the ops of every decode step
     // do, finds its bind group made already: bind groups are cached by (layout, slot, buffers).
     WGPUBuffer uniform_ring(uint64_t bytes);
-    WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, const std::vector<BufRef>& buffers);
+    WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
+                             const std::vector<BufRef>& buffers);
     void release_bind_groups();
     WGPUBuffer uniform_ring_ = nullptr;
     uint64_t uniform_ring_bytes_ = 0;

@@ -30,8 +30,19 @@ WeightFormat parse_weight_format(const std::string& name) {
     throw std::invalid_argument("webgpu: unsupported weight format '" + name + "' (f32, f16, bf16)");
 }
 
+namespace {
+
+// Rows [row0, row0 + n) of the host matrix as device rows (odd 16-bit rows padded with a zero value).
+void stage_rows(std::vector<uint8_t>& staging, const uint8_t* src, uint64_t row0, uint32_t n, uint64_t row_bytes,
+                uint64_t packed, uint64_t device_row) {
+    staging.assign(n * device_row, 0);
+    for (uint32_t r = 0; r < n; ++r) std::memcpy(&staging[r * device_row], src + (row0 + r) * row_bytes, packed);
+}
+
+}  // namespace
+
 GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, uint32_t rows, uint32_t cols,
-                        uint64_t row_bytes) {
+                        uint64_t row_bytes, WeightPool* pool) {
     uint64_t packed = uint64_t(cols) * element_bytes(format);
     check(rows > 0 && cols > 0, "weights", "empty matrix");
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
@@ -47,11 +58,27 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     std::vector<uint8_t> staging;
     for (uint64_t row0 = 0; row0 < rows; row0 += rows_per_chunk) {
         uint32_t n = uint32_t(std::min<uint64_t>(rows_per_chunk, rows - row0));
-        staging.assign(n * device_row, 0);
-        for (uint32_t r = 0; r < n; ++r) std::memcpy(&staging[r * device_row], src + (row0 + r) * row_bytes, packed);
-        m.chunks.push_back({uint32_t(row0), n, device.upload(staging.data(), staging.size(), "weight chunk")});
+        stage_rows(staging, src, row0, n, row_bytes, packed, device_row);
+        if (pool) {
+            WeightSlot s = pool->take(staging.size());
+            device.write(s.buffer, s.offset, staging.data(), staging.size());
+            m.chunks.push_back({uint32_t(row0), n, s.buffer, s.offset, staging.size()});
+        } else {
+            BufferPtr b = device.upload(staging.data(), staging.size(), "weight chunk");
+            m.chunks.push_back({uint32_t(row0), n, b, 0, b->size()});
+        }
     }
     return m;
+}
+
+void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64_t row_bytes) {
+    uint64_t packed = uint64_t(m.cols) * element_bytes(m.format), device_row = uint64_t(m.row_words) * 4;
+    check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
+    std::vector<uint8_t> staging;
+    for (const auto& c : m.chunks) {
+        stage_rows(staging, static_cast<const uint8_t*>(data), c.row0, c.rows, row_bytes, packed, device_row);
+        device.write(c.buffer, c.offset, staging.data(), staging.size());
+    }
 }
 
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
@@ -86,54 +113,62 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
         struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
             T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
         if (v4)
-            r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.buffer}, gx, gy);
+            r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.ref()}, gx, gy);
         else
-            r.dispatch(pl, &p, sizeof p, {x, c.buffer, y}, gx, gy);
+            r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
     }
 }
 
-bool Kernels::multi_ok(const GpuMatrix& m) {
+bool Kernels::gather_ok(const GpuMatrix& m) {
     return m.format != WeightFormat::F32 && m.chunks.size() == 1 && m.row_words % 4 == 0 &&
-           uint64_t(m.cols) == 2ull * m.row_words;
+           uint64_t(m.cols) == 2ull * m.row_words && m.chunks[0].offset % 16 == 0;
 }
 
-void Kernels::matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
-                           const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
-                           const std::vector<uint32_t>& y_stride) {
-    check(T > 0 && !mats.empty() && mats.size() <= kMultiMatrices, "matmul_multi", "1..4 matrices, T > 0");
-    check(y_off.size() == mats.size() && y_stride.size() == mats.size(), "matmul_multi", "one y place per matrix");
-    const GpuMatrix& m0 = mats[0];
+void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs) {
+    check(!jobs.empty() && jobs.size() <= kGatherJobs, "matmul_gathered", "1.." + std::to_string(kGatherJobs) + " jobs");
+    const GpuMatrix& m0 = *jobs[0].m;
+    struct Entry {
+        uint32_t first_row, rows, buffer, w_quad;  // weights: vec4 index of the chunk in its buffer
+        uint32_t T, x_off, x_stride, pad0;
+        uint32_t y_off, y_stride, pad1, pad2;
+    };
     struct {
-        uint32_t T, K, row_words, x_off, x_stride, groups_x, n_mats, total_rows;
-        uint32_t mats[4][4];
+        uint32_t K, row_words, groups_x, total_rows;
+        uint32_t n_entries, pad[3];
+        Entry e[kGatherJobs];
     } p{};
+    std::vector<BufRef> bound;  // distinct weight buffers, bound whole
     uint32_t rows = 0;
-    for (size_t i = 0; i < mats.size(); ++i) {
-        const GpuMatrix& m = mats[i];
-        check(multi_ok(m) && m.format == m0.format && m.cols == m0.cols, "matmul_multi", "matrices of one shape");
-        check(y_stride[i] >= m.rows, "matmul_multi", "y stride below the row count");
-        need(y, y_off[i] + uint64_t(T - 1) * y_stride[i] + m.rows, "matmul_multi", "y");
-        p.mats[i][0] = rows;
-        p.mats[i][1] = m.rows;
-        p.mats[i][2] = y_off[i];
-        p.mats[i][3] = y_stride[i];
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const GatherJob& j = jobs[i];
+        const GpuMatrix& m = *j.m;
+        check(gather_ok(m) && m.format == m0.format && m.cols == m0.cols, "matmul_gathered", "matrices of one shape");
+        check(j.T > 0 && j.x_stride >= m.cols && j.y_stride >= m.rows, "matmul_gathered", "rows and strides");
+        need(x, j.x_off + uint64_t(j.T - 1) * j.x_stride + m.cols, "matmul_gathered", "x");
+        need(y, j.y_off + uint64_t(j.T - 1) * j.y_stride + m.rows, "matmul_gathered", "y");
+        const GpuMatrix::Chunk& c = m.chunks[0];
+        uint32_t b = 0;
+        while (b < bound.size() && bound[b].buf != c.buffer) ++b;
+        if (b == bound.size()) {
+            check(bound.size() < kGatherBuffers, "matmul_gathered", "weights in more than 4 buffers");
+            bound.push_back(BufRef(c.buffer));
+        }
+        p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
         rows += m.rows;
     }
-    need(x, x_off + uint64_t(T - 1) * x_stride + m0.cols, "matmul_multi", "x");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
-    p.T = T;
     p.K = m0.cols;
     p.row_words = m0.row_words;
-    p.x_off = x_off;
-    p.x_stride = x_stride;
     p.groups_x = gx;
-    p.n_mats = uint32_t(mats.size());
     p.total_rows = rows;
-    const Pipeline& pl = pipeline("matmul_multi.wgsl", "matmul_half_v4_multi",
+    p.n_entries = uint32_t(jobs.size());
+    const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_gathered",
                                   {{"TB", std::to_string(kTokenBlock)},
-                                   {"BF16", m0.format == WeightFormat::BF16 ? "1" : "0"}});
+                                   {"BF16", m0.format == WeightFormat::BF16 ? "1" : "0"},
+                                   {"MAX_JOBS", std::to_string(kGatherJobs)}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
-    for (size_t i = 0; i < kMultiMatrices; ++i) b.push_back(mats[std::min(i, mats.size() - 1)].chunks[0].buffer);
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
 }
 
@@ -145,7 +180,32 @@ void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t r
     need(dst, dst_off + uint64_t(rows - 1) * dst_ld + uint64_t(heads - 1) * dst_hs + D, "copy", "dst");
     struct { uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs; } p{
         rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs};
-    r.dispatch(pipeline("copy.wgsl", "copy_rows"), &p, sizeof p, {src, dst}, stride_groups(uint64_t(rows) * heads * D));
+    r.dispatch(pipeline("copy.wgsl", "copy_rows", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p, {src, dst}, stride_groups(uint64_t(rows) * heads * D));
+}
+
+void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs) {
+    check(!jobs.empty() && jobs.size() <= kManyCopies, "copy_many", "1.." + std::to_string(kManyCopies) + " copies");
+    struct {
+        uint32_t n_jobs, total, pad0, pad1;
+        uint32_t jobs[kManyCopies][12];
+    } p{};
+    uint64_t total = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const CopyJob& j = jobs[i];
+        check(j.rows && j.heads && j.D, "copy_many", "an empty copy");
+        need(src, j.src_off + uint64_t(j.rows - 1) * j.src_ld + uint64_t(j.heads - 1) * j.src_hs + j.D, "copy_many", "src");
+        need(dst, j.dst_off + uint64_t(j.rows - 1) * j.dst_ld + uint64_t(j.heads - 1) * j.dst_hs + j.D, "copy_many", "dst");
+        check(total <= UINT32_MAX, "copy_many", "too many values");
+        uint32_t e[12] = {j.rows, j.heads, j.D, uint32_t(total), j.src_off, j.src_ld, j.src_hs, 0,
+                          j.dst_off, j.dst_ld, j.dst_hs, 0};
+        std::memcpy(p.jobs[i], e, sizeof e);
+        total += uint64_t(j.rows) * j.heads * j.D;
+    }
+    check(total <= UINT32_MAX, "copy_many", "too many values");
+    p.n_jobs = uint32_t(jobs.size());
+    p.total = uint32_t(total);
+    r.dispatch(pipeline("copy.wgsl", "copy_many", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p,
+               {src, dst}, stride_groups(total));
 }
 
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
@@ -156,6 +216,17 @@ void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRe
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y,
+                          uint32_t rows, uint32_t D, float eps, float weight_offset) {
+    need(x, uint64_t(rows) * D, "add_rmsnorm", "x");
+    need(z, uint64_t(rows) * D, "add_rmsnorm", "addend");
+    need(w, D, "add_rmsnorm", "weight");
+    need(y, uint64_t(rows) * D, "add_rmsnorm", "y");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    r.dispatch(pipeline("norm.wgsl", "add_rmsnorm"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
 }
 
 void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
@@ -186,7 +257,7 @@ void Kernels::embedding(Recorder& r, const BufRef& ids, uint32_t T, const GpuMat
     const Pipeline& pl = pipeline("embedding.wgsl", entry);
     for (auto& c : table.chunks) {
         struct { uint32_t T, D, row_words, row0, rows, ld_out; } p{T, table.cols, table.row_words, c.row0, c.rows, table.cols};
-        r.dispatch(pl, &p, sizeof p, {ids, c.buffer, y}, stride_groups(uint64_t(T) * table.cols));
+        r.dispatch(pl, &p, sizeof p, {ids, c.ref(), y}, stride_groups(uint64_t(T) * table.cols));
     }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "webgpu/device.h"
+#include "webgpu/weight_pool.h"
 
 namespace strata::webgpu {
 
@@ -14,20 +15,26 @@ enum class WeightFormat { F32, F16, BF16 };
 WeightFormat parse_weight_format(const std::string& name);  // "f32" | "f16" | "bf16"
 
 // A row-major weight matrix on the device, split by rows into chunks no larger than the
-// device's chunk size (binding limit, at most 1 GiB).
+// device's chunk size (binding limit, at most 1 GiB). A chunk is `bytes` of `buffer` from
+// `offset`: a buffer of its own, or a slot of a WeightPool arena.
 struct GpuMatrix {
     WeightFormat format = WeightFormat::F32;
     uint32_t rows = 0, cols = 0, row_words = 0;
     struct Chunk {
         uint32_t row0, rows;
         BufferPtr buffer;
+        uint64_t offset = 0, bytes = 0;
+        BufRef ref() const { return BufRef(buffer, offset, bytes); }
     };
     std::vector<Chunk> chunks;
 };
 
 // `row_bytes` is the stride of the host rows (>= the packed row; a multiple of 4 on the device).
+// With a pool the chunks take slots of its arenas, else a buffer each.
 GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, uint32_t rows, uint32_t cols,
-                        uint64_t row_bytes);
+                        uint64_t row_bytes, WeightPool* pool = nullptr);
+// New contents of the same shape into the matrix's own chunks (no unsubmitted dispatch may read them).
+void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64_t row_bytes);
 
 class Kernels {
 public:
@@ -43,19 +50,32 @@ public:
     // y row t at y_off + t*y_stride (0: m.rows)
     void matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off = 0,
                 uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0);
-    // Up to kMultiMatrices single-chunk f16/bf16 matrices of one width whose rows are whole
-    // vec4<u32> (multi_ok), against the same x, in one dispatch; matrix i writes y at
-    // y_off[i] + t*y_stride[i]. Each row's result equals matmul's bit for bit.
-    static constexpr uint32_t kMultiMatrices = 4;
-    static bool multi_ok(const GpuMatrix& m);
-    void matmul_multi(Recorder& r, const BufRef& x, uint32_t T, uint32_t x_off, uint32_t x_stride,
-                      const std::vector<GpuMatrix>& mats, const BufRef& y, const std::vector<uint32_t>& y_off,
-                      const std::vector<uint32_t>& y_stride);
+    // Many products in one dispatch (a MoE layer's experts, q/k/v, router + shared expert):
+    // single-chunk f16/bf16 matrices of one width whose rows are whole vec4<u32> (gather_ok),
+    // lying in at most kGatherBuffers distinct buffers, each with its own rows of x (one x
+    // buffer) and place in y (one y buffer). Each row's result equals matmul's bit for bit.
+    struct GatherJob {
+        const GpuMatrix* m;
+        uint32_t T, x_off, x_stride, y_off, y_stride;
+    };
+    static constexpr uint32_t kGatherJobs = 128;
+    static constexpr uint32_t kGatherBuffers = 4;
+    static bool gather_ok(const GpuMatrix& m);
+    void matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
+    // Up to kManyCopies such copies from one buffer to another (or the same one) in one dispatch.
+    struct CopyJob {
+        uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs;
+    };
+    static constexpr uint32_t kManyCopies = 16;
+    void copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs);
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
+    // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)
+    void add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y, uint32_t rows,
+                     uint32_t D, float eps, float weight_offset);
     void rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
                        const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     // x [T][heads][D] in place; cos_sin [T][2][rot_dim/2]

@@ -186,7 +186,10 @@ private:
 };
 
 WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
-    : device_(std::make_unique<Device>(options)), kernels_(std::make_unique<Kernels>(*device_)), rec_(*device_) {
+    : device_(std::make_unique<Device>(options)),
+      kernels_(std::make_unique<Kernels>(*device_)),
+      pool_(std::make_unique<WeightPool>(*device_)),
+      rec_(*device_) {
     // gdn_inputs binds the most storage buffers of any kernel (10; the WebGPU default limit is 8)
     uint32_t have = device_->limits().max_storage_buffers_per_stage;
     if (have < Kernels::kMaxStorageBuffers)
@@ -209,13 +212,21 @@ const GpuMatrix& WebGpuBackend::weights(const MatView& W) {
     // over the weights is needed to notice it.
     auto it = weights_.find(W.data);
     if (it != weights_.end()) {
-        const CachedMatrix& c = it->second;
-        if (c.version == W.version && c.format == W.format && c.rows == W.rows && c.cols == W.cols &&
-            c.row_bytes == W.row_bytes)
+        CachedMatrix& c = it->second;
+        bool same_shape = c.format == W.format && c.rows == W.rows && c.cols == W.cols && c.row_bytes == W.row_bytes;
+        if (same_shape && c.version == W.version) return c.matrix;
+        // new contents at this address (a refilled expert slot): what is recorded still reads
+        // the old ones, so it goes to the GPU before the chunks are rewritten or given back
+        flush();
+        if (same_shape) {
+            rewrite_matrix(*device_, c.matrix, W.data, W.row_bytes);
+            c.version = W.version;
             return c.matrix;
-        weights_.erase(it);  // new contents at this address (a refilled expert slot)
+        }
+        for (const auto& ch : c.matrix.chunks) pool_->give_back({ch.buffer, ch.offset, ch.bytes});
+        weights_.erase(it);
     }
-    GpuMatrix m = upload_matrix(*device_, W.data, format, uint32_t(W.rows), uint32_t(W.cols), W.row_bytes);
+    GpuMatrix m = upload_matrix(*device_, W.data, format, uint32_t(W.rows), uint32_t(W.cols), W.row_bytes, pool_.get());
     return weights_.emplace(W.data, CachedMatrix{W.version, W.format, W.rows, W.cols, W.row_bytes, std::move(m)})
         .first->second.matrix;
 }
@@ -357,51 +368,63 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
     a.done();
 }
 
-bool WebGpuBackend::matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n) {
-    const MatJob& a = jobs[j];
-    std::vector<GpuMatrix> mats;
-    std::vector<uint32_t> y_off, y_stride;
-    const Buffer* ybuf = nullptr;
-    BufferPtr yb;
-    for (size_t i = j; i < j + n; ++i) {
-        const MatJob& b = jobs[i];
-        mats.push_back(weights(b.W));
-        uint64_t off = 0;
-        const Region* r = find(b.Y, uint64_t((b.T - 1) * int64_t(b.ldy) + b.W.rows) * 4, off);
-        if (!r || !Kernels::multi_ok(mats.back()) || (ybuf && r->buf.get() != ybuf) || off / 4 > UINT32_MAX)
-            return false;  // outputs in different device arrays, or in host memory: one job at a time
-        ybuf = r->buf.get();
-        yb = r->buf;
-        y_off.push_back(uint32_t(off / 4));
-        y_stride.push_back(uint32_t(b.ldy));
-    }
-    OpArgs args(*this);
-    uint32_t x_off = 0;
-    BufRef bx = args.in_whole(a.X, uint64_t(a.T - 1) * a.ldx + a.W.cols, x_off, "x");
-    kernels_->matmul_multi(rec_, bx, uint32_t(a.T), x_off, uint32_t(a.ldx), mats, BufRef(yb), y_off, y_stride);
-    args.done();
+bool WebGpuBackend::gatherable(const MatJob& job, GatherPlace& at) {
+    if (!fuse_ || job.bias || (job.W.format != WFormat::F16 && job.W.format != WFormat::BF16)) return false;
+    at.m = &weights(job.W);
+    if (!Kernels::gather_ok(*at.m)) return false;
+    uint64_t xo = 0, yo = 0;
+    const Region* rx = find(job.X, (uint64_t(job.T - 1) * job.ldx + job.W.cols) * 4, xo);
+    const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
+    if (!rx || !ry || xo / 4 > UINT32_MAX || yo / 4 > UINT32_MAX) return false;
+    at.x = rx->buf;
+    at.y = ry->buf;
+    at.job = {at.m, uint32_t(job.T), uint32_t(xo / 4), uint32_t(job.ldx), uint32_t(yo / 4), uint32_t(job.ldy)};
     return true;
 }
 
 void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    // consecutive jobs over the same x with half-precision weights of one width go in one dispatch
-    auto groupable = [](const MatJob& a, const MatJob& b) {
-        return !b.bias && b.T > 0 && b.W.rows > 0 && b.X == a.X && b.T == a.T && b.ldx == a.ldx &&
-               b.W.cols == a.W.cols && b.W.format == a.W.format &&
-               (b.W.format == WFormat::F16 || b.W.format == WFormat::BF16);
-    };
-    for (size_t j = 0; j < jobs.size(); ++j) {
-        const MatJob& job = jobs[j];
-        if (job.T <= 0 || job.W.rows <= 0) continue;
-        if (fuse_ && groupable(job, job)) {
-            size_t n = 1;
-            while (j + n < jobs.size() && n < Kernels::kMultiMatrices && groupable(job, jobs[j + n])) ++n;
-            if (n > 1 && matmul_grouped(jobs, j, n)) {
-                j += n - 1;
-                continue;
-            }
+    // Consecutive half-precision jobs of one width whose x and y lie in device arrays go in one
+    // matmul_gathered dispatch (a MoE layer's experts, q/k/v, router + shared expert), as long
+    // as their weights lie in at most kGatherBuffers arenas.
+    std::vector<Kernels::GatherJob> group;
+    std::vector<const Buffer*> group_buffers;
+    BufferPtr gx, gy;
+    uint32_t g_cols = 0;
+    WFormat g_format = WFormat::F32;
+    auto emit = [&] {
+        if (group.size() == 1) {
+            const Kernels::GatherJob& j = group[0];
+            kernels_->matmul(rec_, BufRef(gx), j.T, *j.m, BufRef(gy), j.x_off, j.x_stride, j.y_off, j.y_stride);
+        } else if (!group.empty()) {
+            kernels_->matmul_gathered(rec_, BufRef(gx), BufRef(gy), group);
         }
+        if (!group.empty()) submit_early();
+        group.clear();
+        group_buffers.clear();
+    };
+    for (const MatJob& job : jobs) {
+        if (job.T <= 0 || job.W.rows <= 0) continue;
+        GatherPlace at;
+        if (gatherable(job, at)) {
+            const Buffer* wb = at.m->chunks[0].buffer.get();
+            bool new_buffer = std::find(group_buffers.begin(), group_buffers.end(), wb) == group_buffers.end();
+            bool fits = !group.empty() && at.x == gx && at.y == gy && job.W.cols == int(g_cols) &&
+                        job.W.format == g_format && group.size() < Kernels::kGatherJobs &&
+                        (!new_buffer || group_buffers.size() < Kernels::kGatherBuffers);
+            if (!fits) {
+                emit();
+                gx = at.x;
+                gy = at.y;
+                g_cols = uint32_t(job.W.cols);
+                g_format = job.W.format;
+                new_buffer = true;
+            }
+            if (new_buffer) group_buffers.push_back(wb);
+            group.push_back(at.job);
+            continue;
+        }
+        emit();
         const GpuMatrix& m = weights(job.W);
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
@@ -419,6 +442,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         }
         a.done();
     }
+    emit();
 }
 
 void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) {
@@ -593,6 +617,20 @@ void WebGpuBackend::add(float* x, const float* y, size_t n) {
     a.done();
 }
 
+void WebGpuBackend::add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) {
+    if (rows <= 0 || dim <= 0) return;
+    if (!fuse_) return Backend::add_rmsnorm(x, y, rows, dim, out, w, eps);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t n = uint64_t(rows) * dim;
+    OpArgs a(*this);
+    BufRef by = a.in(span(y, n), "addend");
+    BufRef bw = a.in(span(w, dim), "norm weight");
+    BufRef bx = a.inout(span(x, n), "x");
+    BufRef bh = a.out(View{out.p, rows, out.ld, 1, 0, dim}, "y");
+    kernels_->add_rmsnorm(rec_, bx, by, bw, bh, uint32_t(rows), uint32_t(dim), eps, 0.0f);
+    a.done();
+}
+
 void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
     if (rows <= 0 || heads <= 0 || dim <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -611,6 +649,48 @@ void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
     kernels_->copy(rec_, packed, y, uint32_t(rows), uint32_t(heads), uint32_t(dim), 0, uint32_t(heads * dim),
                    uint32_t(dim), 0, uint32_t(heads * dim), uint32_t(dim));
     a.done();
+}
+
+}  // namespace strata::webgpu
+
+namespace strata::webgpu {
+
+void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
+    std::vector<const CopyJob*> todo;
+    for (const CopyJob& j : jobs)
+        if (j.rows > 0 && j.heads > 0 && j.dim > 0) todo.push_back(&j);
+    if (todo.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        // one dispatch when every source lies in one device array and every destination in one
+        const Buffer* sb = nullptr;
+        const Buffer* db = nullptr;
+        BufferPtr src, dst;
+        std::vector<Kernels::CopyJob> kj;
+        bool one = fuse_ && todo.size() <= Kernels::kManyCopies;
+        for (size_t i = 0; one && i < todo.size(); ++i) {
+            const CopyJob& j = *todo[i];
+            View vs{j.src.p, j.rows, j.src.ld, j.heads, j.src.hs, j.dim}, vd{j.dst.p, j.rows, j.dst.ld, j.heads, j.dst.hs, j.dim};
+            uint64_t so = 0, d_off = 0;
+            const Region* rs = find(j.src.p, vs.extent() * 4, so);
+            const Region* rd = find(j.dst.p, vd.extent() * 4, d_off);
+            one = rs && rd && (!sb || rs->buf.get() == sb) && (!db || rd->buf.get() == db) && so / 4 <= UINT32_MAX &&
+                  d_off / 4 <= UINT32_MAX;
+            if (!one) break;
+            sb = rs->buf.get();
+            db = rd->buf.get();
+            src = rs->buf;
+            dst = rd->buf;
+            kj.push_back({uint32_t(j.rows), uint32_t(j.heads), uint32_t(j.dim), uint32_t(so / 4), uint32_t(j.src.ld),
+                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs)});
+        }
+        if (one) {
+            kernels_->copy_many(rec_, BufRef(src), BufRef(dst), kj);
+            submit_early();
+            return;
+        }
+    }
+    for (const CopyJob* j : todo) copy(j->src, j->dst, j->rows, j->heads, j->dim);
 }
 
 }  // namespace strata::webgpu

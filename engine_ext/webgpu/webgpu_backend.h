@@ -46,7 +46,9 @@ public:
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     void add(float* x, const float* y, size_t n) override;
+    void add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) override;
     void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
+    void copy_many(const std::vector<CopyJob>& jobs) override;
     void attach(const void* p, size_t bytes, bool upload) override;
     void detach(const void* p) override;
     void to_host(const void* p, size_t bytes) override;
@@ -73,6 +75,7 @@ private:
     const GpuMatrix& weights(const MatView& W);  // the device copy of W, refreshed when its version changes
     std::unique_ptr<Device> device_;
     std::unique_ptr<Kernels> kernels_;
+    std::unique_ptr<WeightPool> pool_;  // every cached matrix's chunks
     std::mutex mutex_;  // one window at a time on the queue
     bool prefill_ = false;
     struct CachedMatrix {
@@ -94,9 +97,15 @@ private:
     // computes while the host encodes the rest of the window.
     static constexpr size_t kEarlySubmit = 48;
     void submit_early();
-    // jobs[j..j+n) in one matmul_multi dispatch when they allow it; false: nothing recorded
-    bool matmul_grouped(const std::vector<MatJob>& jobs, size_t j, size_t n);
-    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns grouping off (the tests compare both)
+    // Where a matmul job can join a matmul_gathered dispatch: its matrix, the device arrays of x
+    // and y and its place in them; false: it runs alone (f32 weights, a bias, host arrays).
+    struct GatherPlace {
+        const GpuMatrix* m = nullptr;
+        BufferPtr x, y;
+        Kernels::GatherJob job{};
+    };
+    bool gatherable(const MatJob& job, GatherPlace& at);
+    bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
