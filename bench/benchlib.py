@@ -218,3 +218,58 @@ def time_forced(step, tokens: list[int]) -> float:
     for tok in tokens:
         int(np.argmax(step(tok)))
     return len(tokens) / (time.perf_counter() - t)
+
+
+# ---------------------------------------------------------------- verification windows
+
+WINDOW_TS = (1, 2, 4, 8, 16)
+WINDOW_PREFIX = 256
+
+
+def window_tokens(vocab: int) -> tuple[list[int], list[int]]:
+    """The prefix and the 16 window ids every window-cost measurement uses (vs_anchors.py and
+    window_cost.py alike): a 256-id random prefix (seed 1) and 16 random window ids (seed 2)."""
+    import numpy as np
+
+    return (np.random.default_rng(1).integers(0, vocab, WINDOW_PREFIX).tolist(),
+            np.random.default_rng(2).integers(0, vocab, max(WINDOW_TS)).tolist())
+
+
+def window_rounds(restore, window, accept, tokens: list[int], rounds: int, clock=time.perf_counter,
+                  window_bytes=None) -> dict:
+    """The one window-cost procedure. Each round runs T = 1, 2, 4, 8, 16 in turn, each from the
+    restored prefix state (restore() is not timed), timing window(tokens[:T]) alone; accept(T)
+    is untimed bookkeeping. Round 0 is a warm-up. window_bytes(), where given, returns the weight
+    bytes the last window touched (its bytes floor).
+
+    cost_ms: median over rounds per T. ratio: median over rounds of cost_r(T)/cost_r(1), the
+    ratio paired within each round, so a load that comes and goes between rounds cancels (a ratio
+    of medians taken from different rounds does not); ratio_min/ratio_max: their spread."""
+    import statistics
+
+    costs = {T: [] for T in WINDOW_TS}
+    nbytes = {}
+    for r in range(rounds + 1):
+        for T in WINDOW_TS:
+            restore()
+            t = clock()
+            window(tokens[:T])
+            dt = clock() - t
+            if window_bytes is not None:
+                nbytes[T] = window_bytes(T)
+            accept(T)
+            if r > 0:
+                costs[T].append(dt)
+    ratios = {T: [c / c1 for c, c1 in zip(costs[T], costs[1])] for T in WINDOW_TS}
+    out = {"cost_ms": {T: statistics.median(costs[T]) * 1e3 for T in WINDOW_TS},
+           "cost_min_ms": {T: min(costs[T]) * 1e3 for T in WINDOW_TS},
+           "ratio": {T: statistics.median(ratios[T]) for T in WINDOW_TS},
+           "ratio_min": {T: min(ratios[T]) for T in WINDOW_TS},
+           "ratio_max": {T: max(ratios[T]) for T in WINDOW_TS},
+           "cost_ms_all": {T: [c * 1e3 for c in costs[T]] for T in WINDOW_TS}}
+    if window_bytes is not None:
+        out["bytes"] = nbytes
+        b1 = nbytes.get(1)
+        out["excess"] = {T: (out["ratio"][T] / (nbytes[T] / b1) - 1.0) if b1 and nbytes.get(T) else None
+                         for T in WINDOW_TS}
+    return out

@@ -5,7 +5,8 @@ with the same token ids and calls (vs_anchors.py's engine adapters): prefill, gr
 cost(T) for T = 1, 2, 4, 8 after a restored prefix, and logits on random ids. The table gives
 medians over --runs [min-max] and, per file, the ratios strata / llama.cpp from the same run.
 It also reports how close the two engines' logits are on the same file (relative L2, argmax
-agreement) and the common prefix of their greedy outputs.
+agreement), for how many T=1 steps from an empty cache their logits are bit-identical, and the
+common prefix of their greedy outputs.
 
     PYTHONPATH=app STRATA_DEV_BUILD=build/dev-NAME python bench/gguf_vs_llama.py \\
         ANCHORS/qwen3next-tiny/model-q8_0.gguf ANCHORS/qwen3next-tiny/model-q4_k_m.gguf \\
@@ -35,6 +36,7 @@ import vs_anchors  # noqa: E402 - the shared adapters and measurement procedure
 
 
 TS = (1, 2, 4, 8)
+STEPS = 24  # T=1 steps compared logit for logit
 
 
 def measure(adapter, job: dict) -> dict:
@@ -78,6 +80,9 @@ def measure(adapter, job: dict) -> dict:
         logits = adapter.window(job["check"])
         adapter.accept(len(job["check"]))
         np.save(job["check_out"], np.ascontiguousarray(logits, dtype=np.float32), allow_pickle=False)
+        adapter.reset()  # the same ids one at a time from an empty cache: T=1 logits per step
+        steps = [adapter.step(t) for t in job["check"][:STEPS]]
+        np.save(job["check_out"] + ".steps.npy", np.ascontiguousarray(steps, dtype=np.float32), allow_pickle=False)
     return res
 
 
@@ -172,11 +177,17 @@ def main() -> None:
             b = np.load(os.path.join(tmp, "check-llama.cpp.npy"))
             rel = float(np.median(np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)))
             agree = float((a.argmax(1) == b.argmax(1)).mean())
+            sa = np.load(os.path.join(tmp, "check-strata.npy.steps.npy"))
+            sb = np.load(os.path.join(tmp, "check-llama.cpp.npy.steps.npy"))
+            same = next((i for i in range(len(sa)) if not np.array_equal(sa[i], sb[i])), len(sa))
+            step_rel = float(np.median(np.linalg.norm(sa - sb, axis=1) / np.linalg.norm(sb, axis=1)))
             g1, g2 = res["strata"][0]["greedy"], res["llama.cpp"][0]["greedy"]
             common = next((i for i, (x, y) in enumerate(zip(g1, g2)) if x != y), min(len(g1), len(g2)))
             notes.append(f"- {name}: strata/llama.cpp decode {statistics.median(ratio_dec):.2f} "
                          f"[{min(ratio_dec):.2f}-{max(ratio_dec):.2f}], prefill {statistics.median(ratio_pre):.2f}; "
-                         f"logits on 64 ids: relative L2 {rel:.2e}, argmax agreement {agree:.2f}; greedy outputs "
+                         f"logits on 64 ids: relative L2 {rel:.2e}, argmax agreement {agree:.2f}; T=1 steps from an "
+                         f"empty cache: bit-identical logits for the first {same} of {len(sa)}, relative L2 "
+                         f"{step_rel:.2e}; greedy outputs "
                          f"agree for {common} of {len(g1)} tokens")
     clock = "thread CPU time, 1 thread" if args.cpu_time else f"wall clock, {args.threads} threads"
     text = "\n".join([f"Timed by {clock}; median of {args.runs} [min-max].", ""] + lines + [""] + notes)

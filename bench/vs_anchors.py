@@ -12,7 +12,10 @@ same token ids:
     next to one competing busy process (what a browser or a build does to a laptop)
   * cost(T), T = 1, 2, 4, 8, 16: one call that evaluates T new tokens with logits for all T rows,
     after a 256-token prefix restored from a saved state (the restore is not timed); T values
-    interleaved, one warm-up round, median of the timed rounds
+    interleaved, one warm-up round, median of the timed rounds; cost(T)/cost(1) is the median of
+    the ratios paired within each round. This is benchlib.window_rounds, which window_cost.py
+    runs too, on the same ids; for strata it also prints bytes(T)/bytes(1), the weight bytes
+    each window touched (the engine's telemetry), and how far the cost ratio is over that floor
   * logits on 200 random ids in one call, compared with transformers (or, without it, with
     llama.cpp): relative L2 per position and argmax agreement, so the timings are known to
     compare the same computation
@@ -42,8 +45,8 @@ import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-TS = (1, 2, 4, 8, 16)
-PREFIX_LEN = 256
+TS = benchlib.WINDOW_TS
+PREFIX_LEN = benchlib.WINDOW_PREFIX
 CHECK_LEN = 200
 ENGINES = ("strata", "llama.cpp", "transformers")
 
@@ -88,6 +91,10 @@ class StrataAdapter:
 
     def restore(self, snap):
         self.eng.load_state(snap)
+
+    def window_bytes(self, T):
+        """The weight bytes the last window touched (the engine's telemetry): its bytes floor."""
+        return float(self.eng.last_telemetry().get("weight_bytes") or 0) or None
 
 
 class LlamaAdapter:
@@ -277,20 +284,19 @@ def measure(adapter, job: dict) -> dict:
     adapter.reset()
     adapter.prefill(prefix)
     snap = adapter.snapshot()
-    costs: dict[int, list[float]] = {T: [] for T in TS}
-    for r in range(rounds + 1):
-        for T in TS:
-            adapter.restore(snap)
-            t = clock()
-            logits = adapter.window(windows[:T])
-            dt = clock() - t
-            adapter.accept(T)
-            if logits.shape != (T, adapter.vocab):
-                raise RuntimeError(f"window of {T} returned logits of shape {logits.shape}")
-            if r > 0:
-                costs[T].append(dt)
-    res["cost_ms"] = {str(T): statistics.median(costs[T]) * 1e3 for T in TS}
-    res["cost_ms_all"] = {str(T): [c * 1e3 for c in costs[T]] for T in TS}
+
+    def window(tokens):
+        logits = adapter.window(tokens)
+        if logits.shape != (len(tokens), adapter.vocab):
+            raise RuntimeError(f"window of {len(tokens)} returned logits of shape {logits.shape}")
+
+    win = benchlib.window_rounds(lambda: adapter.restore(snap), window, adapter.accept, windows, rounds, clock,
+                                 getattr(adapter, "window_bytes", None))
+    res["cost_ms"] = {str(T): win["cost_ms"][T] for T in TS}
+    res["cost_ms_all"] = {str(T): win["cost_ms_all"][T] for T in TS}
+    res["cost_ratio"] = {str(T): win["ratio"][T] for T in TS}
+    if "bytes" in win:
+        res["window_bytes"] = {str(T): win["bytes"][T] for T in TS}
 
     if job.get("check_out"):
         adapter.reset()
@@ -422,6 +428,14 @@ def run_worker(engine: str, python: str, job: dict, tmp: str, run_idx: int, time
     return res
 
 
+def _cost_ratio(r: dict, T: int) -> float:
+    """cost(T)/cost(1) of one run: the median of the per-round paired ratios (older JSON files
+    have only the per-T medians)."""
+    if "cost_ratio" in r:
+        return r["cost_ratio"][str(T)]
+    return r["cost_ms"][str(T)] / r["cost_ms"]["1"]
+
+
 def summarize(per_run: dict[str, list[dict]]) -> dict[str, dict]:
     summ = {}
     for e, runs in per_run.items():
@@ -439,8 +453,13 @@ def summarize(per_run: dict[str, list[dict]]) -> dict[str, dict]:
              "busy_over_quiet": _spread([r["decode_busy_tps"] / r["decode_random_tps"] for r in ok]),
              "cost1_ms": _spread([r["cost_ms"]["1"] for r in ok])}
         for T in TS[1:]:
-            s[f"cost{T}_ratio"] = _spread([r["cost_ms"][str(T)] / r["cost_ms"]["1"] for r in ok])
+            s[f"cost{T}_ratio"] = _spread([_cost_ratio(r, T) for r in ok])
             s[f"cost{T}_ms"] = _spread([r["cost_ms"][str(T)] for r in ok])
+        if all(r.get("window_bytes", {}).get("1") for r in ok):
+            s["bytes_ratio"] = {T: _spread([r["window_bytes"][str(T)] / r["window_bytes"]["1"] for r in ok])
+                                for T in TS[1:]}
+            s["excess"] = {T: _spread([_cost_ratio(r, T) / (r["window_bytes"][str(T)] / r["window_bytes"]["1"]) - 1
+                                       for r in ok]) for T in TS[1:]}
         s["all_busy"] = all_busy
         summ[e] = s
     return summ
@@ -504,6 +523,18 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
                  f"{_fmt(s['decode_random_tps'], 0)} | {_fmt(s['decode_busy_tps'], 0)} | {_fmt(s['busy_over_quiet'], 2)} | "
                  f"{_fmt(s['cost1_ms'], 2)} | {_fmt(s['cost2_ratio'], 2)} | {_fmt(s['cost4_ratio'], 2)} | "
                  f"{_fmt(s['cost8_ratio'], 2)} | {_fmt(s['cost16_ratio'], 2)} |")
+    floors = [(e, summ[e]) for e in ENGINES if e in summ and "excess" in summ[e]]
+    for e, s in floors:
+        L.append("")
+        L.append(f"{e}: bytes(T)/bytes(1), the weight bytes window T touched over those of T=1 (the engine's "
+                 "telemetry), and cost(T)/cost(1) over that floor:")
+        L.append("")
+        L.append("| T | cost(T)/cost(1) | bytes(T)/bytes(1) | over the floor |")
+        L.append("|---|---|---|---|")
+        for T in TS[1:]:
+            ex = s["excess"][T]
+            L.append(f"| {T} | {_fmt(s[f'cost{T}_ratio'], 2)} | {_fmt(s['bytes_ratio'][T], 2)} | "
+                     f"{ex['median']:+.0%} [{ex['min']:+.0%} to {ex['max']:+.0%}] |")
     if ratios:
         L.append("")
         L.append("| strata / other (same run) | prefill tok/s | decode greedy | decode random | decode busy | "
@@ -540,10 +571,11 @@ def markdown(meta: dict, summ: dict, ratios: dict, agree: list[dict], greedy: di
             if "skipped" in r:
                 continue
             c = r["cost_ms"]
+            q = {T: _cost_ratio(r, T) for T in TS[1:]}
             L.append(f"- {e} run {i + 1}: prefill {r['prefill_tps']:.0f} tok/s, decode {r['decode_tps']:.1f} tok/s "
                      f"(random {r['decode_random_tps']:.1f}, busy {r['decode_busy_tps']:.1f}), "
-                     f"cost(1) {c['1']:.2f} ms, cost(2/4/8/16)/cost(1) {c['2'] / c['1']:.2f} / {c['4'] / c['1']:.2f} / "
-                     f"{c['8'] / c['1']:.2f} / {c['16'] / c['1']:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
+                     f"cost(1) {c['1']:.2f} ms, cost(2/4/8/16)/cost(1) {q[2]:.2f} / {q[4]:.2f} / "
+                     f"{q[8]:.2f} / {q[16]:.2f}, other processes {r.get('others_cores', float('nan')):.2f} cores, "
                      f"load {r['loadavg_before'][0]:.1f}->{r['loadavg_after'][0]:.1f}"
                      + (" (busy machine: left out of the medians)" if r.get("busy") else "")
                      + (f"; {len(r['busy_attempts'])} earlier busy attempt(s) discarded" if r.get("busy_attempts") else ""))
@@ -633,8 +665,7 @@ def main() -> None:
 
     tmp = tempfile.mkdtemp(prefix="strata-vs-anchors-")
     job = {"model_dir": model_dir, "gguf": gguf, "threads": args.threads, "llama_kv": args.llama_kv,
-           "prefix": np.random.default_rng(1).integers(0, vocab, PREFIX_LEN).tolist(),
-           "window": np.random.default_rng(2).integers(0, vocab, max(TS)).tolist(),
+           "prefix": benchlib.window_tokens(vocab)[0], "window": benchlib.window_tokens(vocab)[1],
            "check": np.random.default_rng(0).integers(0, vocab, CHECK_LEN).tolist(),
            "stream": benchlib.random_stream(vocab, args.decode),
            "decode": args.decode, "rounds": args.rounds, "busy_repeats": args.busy_repeats}

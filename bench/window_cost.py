@@ -1,9 +1,11 @@
 """Verification-window cost of the strata engine, and T=1 decode as users see it.
 
-Same protocol as bench/vs_anchors.py uses for llama.cpp: a model of the anchor shape
-(by default a random qwen3_next, ~145M parameters, f32), a 256-token prefix, then one call that
-evaluates T new tokens with logits for all T rows, from the restored prefix state (the restore is
-not timed). T values interleaved, one warm-up round, median of the timed rounds.
+The windows are timed by benchlib.window_rounds, the very procedure bench/vs_anchors.py runs for
+every engine, on the same ids (benchlib.window_tokens): a model of the anchor shape (by default a
+random qwen3_next, ~145M parameters, f32), a 256-token prefix, then one call that evaluates T new
+tokens with logits for all T rows, from the restored prefix state (the restore is not timed).
+T values interleaved, one warm-up round; cost(T)/cost(1) is the median over rounds of the ratio
+paired within each round, with its min-max.
 
 Next to cost(T)/cost(1) it prints bytes(T)/bytes(1), the floor that reading weights sets: the
 weight bytes a window touches (shared weights once, each distinct expert once), from the engine's
@@ -36,8 +38,8 @@ import benchlib
 strata = benchlib.import_strata()
 from strata.testing.devmodel import write_random_model  # noqa: E402
 
-TS = (1, 2, 4, 8, 16)
-PREFIX = 256
+TS = benchlib.WINDOW_TS
+PREFIX = benchlib.WINDOW_PREFIX
 
 
 def weight_bytes_model(path: str, config: dict):
@@ -72,21 +74,9 @@ def weight_bytes_model(path: str, config: dict):
 
 
 def window_costs(eng, state, windows, rounds, bytes_of, clock=time.perf_counter):
-    costs = {T: [] for T in TS}
-    nbytes = {}
-    for r in range(rounds + 1):
-        for T in TS:
-            eng.load_state(state)
-            t = clock()
-            eng.run(windows[:T])
-            dt = clock() - t
-            tel = eng.last_telemetry()
-            eng.commit(1)
-            if r > 0:
-                costs[T].append(dt)
-            nbytes[T] = bytes_of(tel, T)
-    return {"cost_ms": {T: statistics.median(costs[T]) * 1e3 for T in TS},
-            "cost_min_ms": {T: min(costs[T]) * 1e3 for T in TS}, "bytes": nbytes}
+    """benchlib.window_rounds, the procedure vs_anchors.py runs too, on this engine."""
+    return benchlib.window_rounds(lambda: eng.load_state(state), eng.run, eng.commit, windows, rounds, clock,
+                                  lambda T: bytes_of(eng.last_telemetry(), T))
 
 
 def decode_runs(eng, prefix, stream, n_decode):
@@ -139,9 +129,7 @@ def main() -> None:
         engines[e.threads] = e
     eng = engines[max(engines)]  # prefill and windows with the most threads asked for
     V = eng.vocab_size
-    rng = np.random.default_rng(1)
-    prefix = rng.integers(0, V, PREFIX).tolist()
-    windows = rng.integers(0, V, max(TS)).tolist()
+    prefix, windows = benchlib.window_tokens(V)
     stream = benchlib.random_stream(V, args.decode)
     bytes_of = weight_bytes_model(path, eng.config)
     info = benchlib.strata_info(strata)
@@ -156,6 +144,10 @@ def main() -> None:
     prefill_once()  # warm-up: page the weights in
     prefill_s, others_p, busy_p = benchlib.quiet_measure(lambda: min(prefill_once() for _ in range(3)), args,
                                                          "prefill")
+    for tok in windows[:8]:  # as in vs_anchors.py: a few T=1 steps before the windows
+        eng.run([tok])
+        eng.commit(1)
+    prefill_once()
     state = eng.save_state()
     win, others_w, busy_w = benchlib.quiet_measure(
         lambda: window_costs(eng, state, windows, args.rounds, bytes_of,
@@ -190,13 +182,13 @@ def main() -> None:
     print(f"prefill {PREFIX} tok/s (threads {eng.threads}): {PREFIX / prefill_s:.0f}")
     print()
     print(f"windows: threads {eng.threads}, {args.clock} clock")
-    print("| T | cost(T) ms | cost(T)/cost(1) | min-round cost(T)/cost(1) | bytes(T) MB | bytes(T)/bytes(1) |")
+    print("| T | cost(T) ms | cost(T)/cost(1) [min-max over rounds] | bytes(T) MB | bytes(T)/bytes(1) | over the floor |")
     print("|---|---|---|---|---|---|")
     b1 = win["bytes"][1]
     for T in TS:
-        bt = win["bytes"][T]
-        print(f"| {T} | {med[T]:.2f} | {med[T] / med[1]:.2f} | {win['cost_min_ms'][T] / win['cost_min_ms'][1]:.2f} | "
-              + (f"{bt / 1e6:.1f} | {bt / b1:.2f} |" if bt and b1 else "n/a | n/a |"))
+        bt, ex = win["bytes"][T], win["excess"][T]
+        print(f"| {T} | {med[T]:.2f} | {win['ratio'][T]:.2f} [{win['ratio_min'][T]:.2f}-{win['ratio_max'][T]:.2f}] | "
+              + (f"{bt / 1e6:.1f} | {bt / b1:.2f} | {ex:+.0%} |" if bt and b1 else "n/a | n/a | n/a |"))
     print()
     print(f"T=1 decode tok/s after a {PREFIX}-token prefix, {args.decode} steps, median of {args.runs} interleaved runs:")
     print()

@@ -20,6 +20,27 @@ ARCH_NAMES = {"qwen3_next": "qwen3next", "qwen3_5_moe": "qwen35moe", "qwen3_5_mo
 _PREFIXES = ("model.language_model.", "model.")
 
 
+def ggml_activation_blocks(xb, block):
+    """(q, d) per block as llama.cpp's CPU backend quantizes an activation row for the weight
+    type, in float32 NumPy. 32-blocks (ggml's x86 quantize_row_q8_0): d = f16(amax / 127) and
+    q = round-half-even(x * (127 / amax)). 256-blocks (ggml's Q8_K reference): max = the first
+    value of largest magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)),
+    d = 1 / iscale."""
+    xb = np.asarray(xb, np.float32)
+    amax = np.abs(xb).max(axis=1)
+    nz = amax != 0
+    safe = np.where(nz, amax, np.float32(1))
+    if block == 32:
+        d = (amax / np.float32(127)).astype(np.float16).astype(np.float32)
+        mul = np.where(nz, np.float32(127) / safe, np.float32(0)).astype(np.float32)
+    else:
+        mx = xb[np.arange(len(xb)), np.abs(xb).argmax(axis=1)]
+        mul = np.where(nz, np.float32(-127) / np.where(nz, mx, np.float32(1)), np.float32(0)).astype(np.float32)
+        d = np.where(nz, np.float32(1) / np.where(nz, mul, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.clip(np.rint((xb * mul[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    return q, d.astype(np.float32)
+
+
 def load_hf(folder: str) -> tuple[dict, dict[str, np.ndarray]]:
     from safetensors.numpy import load_file
 

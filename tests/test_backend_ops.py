@@ -92,20 +92,16 @@ def make_weights(rng, fmt: str, rows: int, cols: int):
 
 def activations_seen(fmt: str, x: np.ndarray) -> np.ndarray:
     """The input rows a format's matmul computes with: the GGUF block formats quantize each row
-    to int8 per block of 32 or 256 values (scale amax/127, round half away from zero, as ggml)."""
+    to int8 per block of 32 or 256 values as llama.cpp's CPU backend does (gguf_helpers)."""
     from strata import _engine  # noqa: PLC0415
 
     block = _engine.quant_activation_block(fmt) if fmt in _engine.quant_formats() else 0
     if not block:
         return x.astype(np.float64)
-    from gguf.quants import np_roundf  # noqa: PLC0415
+    from gguf_helpers import ggml_activation_blocks  # noqa: PLC0415
 
-    xb = x.reshape(x.shape[0], -1, block).astype(np.float32)
-    d = (np.abs(xb).max(axis=2, keepdims=True) / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
-    q = np.clip(np_roundf((xb * inv).astype(np.float32)), -127, 127)
-    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
+    q, d = ggml_activation_blocks(x.reshape(-1, block), block)
+    return (q.astype(np.float64) * d.astype(np.float64)[:, None]).reshape(x.shape)
 
 
 def supported_formats(backend: str, op: str) -> list[str]:

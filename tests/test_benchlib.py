@@ -75,3 +75,38 @@ def test_window_bytes_floor(tmp_path):
     assert three - one == pytest.approx(L * 3 * per_expert + 2 * H * 4)  # 3 more experts per layer, 2 embed rows
     assert bytes_of({"weight_bytes": 1234, "union_per_layer": [2] * L}, 1) == 1234  # the engine's figure wins
     assert bytes_of({}, 1) is None
+
+
+def test_window_rounds_pairs_ratios_within_a_round():
+    """A load that doubles every cost in one round leaves the paired ratio alone; round 0 is
+    not timed; restore comes before every window, accept after, and the floor is per window."""
+    log, now = [], [0.0]
+    slow_round = {2}  # rounds counted from 0 (the warm-up)
+    rnd = [-1]
+
+    def restore():
+        log.append("restore")
+
+    def window(tokens):
+        if len(tokens) == 1:
+            rnd[0] += 1
+        log.append(len(tokens))
+        now[0] += (1.0 + 0.25 * (len(tokens) - 1)) * (2.0 if rnd[0] in slow_round else 1.0)
+
+    out = benchlib.window_rounds(restore, window, lambda T: log.append(("accept", T)), list(range(16)), 3,
+                                 clock=lambda: now[0], window_bytes=lambda T: 100.0 + 10.0 * T)
+    assert log[:3] == ["restore", 1, ("accept", 1)]
+    assert log.count("restore") == 4 * len(benchlib.WINDOW_TS)
+    for T in benchlib.WINDOW_TS:
+        want = 1.0 + 0.25 * (T - 1)
+        assert out["ratio"][T] == pytest.approx(want) and out["ratio_min"][T] == pytest.approx(want)
+        assert out["ratio_max"][T] == pytest.approx(want)
+        assert sorted(out["cost_ms_all"][T]) == pytest.approx([want * 1e3, want * 1e3, 2 * want * 1e3])
+        assert out["excess"][T] == pytest.approx(want / ((100 + 10 * T) / 110) - 1)
+
+
+def test_window_tokens_are_shared_and_fixed():
+    p, w = benchlib.window_tokens(1000)
+    assert (p, w) == benchlib.window_tokens(1000)
+    assert len(p) == benchlib.WINDOW_PREFIX and len(w) == max(benchlib.WINDOW_TS)
+    assert p[:16] != w

@@ -10,6 +10,8 @@ from gguf import quants
 
 from strata import _engine
 
+from gguf_helpers import ggml_activation_blocks  # noqa: E402
+
 FORMATS = ["F32", "F16", "BF16", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 ISAS = _engine.quant_isas()
 
@@ -78,38 +80,37 @@ INT8_ACTIVATIONS = {"Q5_0": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 25
 
 
 def quantized_activations(X, block):
-    """The activations the int8 kernels use: per block d = amax/127 (f32), q = round(x/d)."""
-    Xb = X.reshape(X.shape[0], -1, block).astype(np.float32)
-    d = (np.abs(Xb).max(axis=2, keepdims=True) / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
-    q = np.clip(quants.np_roundf((Xb * inv).astype(np.float32)), -127, 127)
-    return (q.astype(np.float64) * d.astype(np.float64)).reshape(X.shape)
+    """The activations the int8 kernels use (ggml_activation_blocks), as values d * q."""
+    Xb = X.reshape(-1, block).astype(np.float32)
+    q, d = ggml_activation_blocks(Xb, block)
+    return (q.astype(np.float64) * d.astype(np.float64)[:, None]).reshape(X.shape)
 
 
 @pytest.mark.parametrize("block", [32, 256])
 def test_activation_quantization_matches_ggml_rounding(block):
-    """The engine's int8 activations equal gguf-py's reference rounding (amax/127 scale, round half
-    away from zero) bit for bit, ties, zero blocks and signed zeros included."""
+    """The engine's int8 activations equal a NumPy model of llama.cpp's (f16 scale and 127/amax
+    for 32-blocks, -127/max for 256-blocks, round half to even) bit for bit, ties, zero blocks,
+    signed zeros and negative maxima included."""
     rng = np.random.default_rng(block)
     nb = 12
     x = (rng.standard_normal(nb * block) * rng.choice([1e-3, 1.0, 50.0], nb * block)).astype(np.float32)
     xb = x.reshape(nb, block)
     xb[0] = 0.0                       # scale 0
     xb[1] = -0.0
-    xb[2, :] = rng.integers(-127, 128, block).astype(np.float32) + 0.5  # exact ties at d = 1
+    xb[2, :] = rng.integers(-127, 127, block).astype(np.float32) + 0.5  # exact ties at d = 1
     xb[2, 0] = 127.0
     xb[2, 1:] = np.clip(xb[2, 1:], -126.5, 126.5)
-    xb[3, ::2] = -xb[3, 1::2]         # mirrored values: symmetric rounding
+    xb[3, ::2] = -xb[3, 1::2]         # mirrored values: symmetric rounding, a tie for the max
+    xb[4, 5] = -3 * np.abs(xb[4]).max()  # a negative max
+    xb[5] *= np.float32(1e-5)         # an f16-subnormal 32-block scale
     q, d = _engine.quant_quantize_activation(x, block)
-    amax = np.abs(xb).max(axis=1)
-    want_d = (amax / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inv = np.where(want_d == 0, np.float32(0), np.float32(1) / want_d).astype(np.float32)
-    want_q = np.clip(quants.np_roundf((xb * inv[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    want_q, want_d = ggml_activation_blocks(xb, block)
     assert d.tobytes() == want_d.tobytes()
     assert np.array_equal(q.reshape(nb, block), want_q)
-    assert (want_q[2] != np.trunc(xb[2])).any()  # the tie row really rounds away from zero
+    away = np.clip(quants.np_roundf(np.abs(xb[2])), -127, 127)
+    assert (np.abs(want_q[2]) != away).any()  # the tie row really rounds half to even
+    if block == 256:
+        assert want_d[2] < 0 and want_d[4] > 0  # the sign follows -max
 
 
 def magnitude_weights(fmt, raw, rows, cols):

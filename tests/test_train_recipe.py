@@ -220,3 +220,38 @@ def test_training_config_is_the_shipped_model_and_strata_reads_it():
     types = cfg["layer_types"]
     assert types.count("linear_attention") >= 2 and types.count("full_attention") == 6
     assert normalize(read_config_json(folder))["layer_types"] == types
+
+
+def test_answer_only_loss_masks_prompts_and_user_turns_but_not_code():
+    """--loss-on answer: an edit example's file + instruction and a chat's system/user turns carry
+    no loss; the rewrite, its <|endoftext|>, assistant replies with <|im_end|>, and the code that
+    tops a row up (or a whole code row) do."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import train
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    ids = train.prompt_ids(tok)
+    edit = prompts.edit_example("a.py", "import os\nx = 1\n", "add import sys", "import os\nimport sys\nx = 1\n")
+    chat = chat_data.render([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q one?"},
+                             {"role": "assistant", "content": "A one."}, {"role": "user", "content": "Q two?"},
+                             {"role": "assistant", "content": "A two."}])
+    code = "def f(a):\n    return a + 1\n"
+    cases = [(edit + code, "import os\nimport sys\nx = 1\n" + prompts.ENDOFTEXT + code),
+             (chat + code, "A one." + prompts.IM_END + "\nA two." + prompts.IM_END + "\n" + prompts.ENDOFTEXT + code),
+             (edit + chat, "import os\nimport sys\nx = 1\n" + prompts.ENDOFTEXT
+              + "A one." + prompts.IM_END + "\nA two." + prompts.IM_END + "\n" + prompts.ENDOFTEXT)]
+    rows = [tok.encode(text).ids for text, _ in cases]
+    width = max(map(len, rows)) + 5
+    batch = torch.tensor([r + [ids["eos"]] * (width - len(r)) for r in rows])  # padding: code-like, full loss
+    mask = train.loss_mask(batch, ids)
+    assert mask.shape == (len(rows), width - 1)
+    for i, (_, want) in enumerate(cases):
+        kept = [int(t) for t, k in zip(batch[i, 1:], mask[i]) if k]
+        n = len(rows[i]) - 1
+        assert tok.decode(kept[: len(kept) - (width - len(rows[i]))], skip_special_tokens=False) == want
+        assert mask[i, n:].all()
+    plain = torch.tensor([tok.encode(code * 3).ids])
+    assert train.loss_mask(plain, ids).all()  # a pure code row keeps its whole loss

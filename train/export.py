@@ -46,8 +46,9 @@ def main() -> None:
         pad_token_id=config.pad_token_id, do_sample=False, max_new_tokens=1024)
     args.out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(args.out, max_shard_size="100MB")
-    shutil.copy(args.tok / "tokenizer.json", args.out / "tokenizer.json")
-    shutil.copy(args.tok / "tokenizer_config.json", args.out / "tokenizer_config.json")
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # --tok may be --out itself (v3 re-export)
+        if (args.tok / name).resolve() != (args.out / name).resolve():
+            shutil.copy(args.tok / name, args.out / name)
     cfg = json.loads((args.out / "tokenizer_config.json").read_text())
     assert cfg["chat_template"] == prompts.CHAT_TEMPLATE
     print("saved", sorted(p.name for p in args.out.iterdir()))

@@ -291,6 +291,43 @@ def load_checkpoint(model, folder: Path):
         raise SystemExit(f"checkpoint mismatch: missing {missing[:5]}, unexpected {unexpected[:5]}")
 
 
+def prompt_ids(tokenizer) -> dict:
+    """Token ids that loss_mask() needs, from the tokenizer itself."""
+    from strata import prompts
+
+    tid = tokenizer.token_to_id
+    head = tokenizer.encode(prompts.IM_START + "assistant\n").ids
+    if head[0] != tid(prompts.IM_START):
+        raise SystemExit("tokenizer: <|im_start|> is not one token")
+    return {"eos": tid(prompts.ENDOFTEXT), "im_start": tid(prompts.IM_START), "file": tid(prompts.FILE),
+            "rewrite": tid(prompts.REWRITE), "assistant": head[1:]}
+
+
+def loss_mask(batch: torch.Tensor, ids: dict) -> torch.Tensor:
+    """Which labels (batch[:, 1:]) carry loss: the prompt of an edit example (<|file|> up to and
+    including <|rewrite|>) and every non-assistant chat turn (<|im_start|>user ... up to the next
+    <|im_start|>) are masked; the rewrite with its <|endoftext|>, assistant replies with their
+    <|im_end|>, and code carry loss. Each position takes the state of the last marker at or
+    before it; a row without markers (pure code) keeps full loss."""
+    b, w = batch.shape
+    ev = torch.zeros_like(batch, dtype=torch.int8)  # 0 no marker, 1 masked from here, 2 loss from here
+    ev[:, 1:][batch[:, :-1] == ids["rewrite"]] = 2
+    ev[:, 1:][batch[:, :-1] == ids["eos"]] = 2
+    start = batch == ids["im_start"]
+    ev[start | (batch == ids["file"])] = 1
+    head = ids["assistant"]
+    k = len(head)
+    if k < w:
+        is_asst = start[:, : w - k].clone()
+        for j, t in enumerate(head):
+            is_asst &= batch[:, 1 + j: w - k + 1 + j] == t
+        ev[:, k + 1:][is_asst[:, : w - k - 1]] = 2
+    pos = torch.arange(w, device=batch.device).expand(b, w)
+    last = torch.where(ev > 0, pos, torch.full_like(pos, -1)).cummax(dim=1).values
+    state = torch.where(last >= 0, ev.gather(1, last.clamp(min=0)), torch.full_like(ev, 2))
+    return state[:, 1:] == 2
+
+
 # ----------------------------------------------------------------------------------- main
 
 def main() -> None:
@@ -318,6 +355,8 @@ def main() -> None:
     ap.add_argument("--init-from", type=Path, default=None, help="folder with ckpt_*, or an exported model folder, to continue from")
     ap.add_argument("--gdn", choices=("auto", "fast", "reference"), default="auto",
                     help="Gated DeltaNet chunk function: ours (gdn_fast.py), transformers', or auto (self-test on GPU)")
+    ap.add_argument("--loss-on", choices=("all", "answer"), default="all",
+                    help="answer: no loss on edit prompts (file + instruction) and user/system chat turns")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a very small model for a CPU smoke test")
     args = ap.parse_args()
@@ -343,6 +382,7 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
     gdn = choose_gdn(log, args.gdn, args.device)
     tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
+    ids = prompt_ids(tokenizer)
     config = make_config(tokenizer)
     if args.tiny:
         config.hidden_size, config.num_experts, config.moe_intermediate_size = 64, 4, 16
@@ -378,7 +418,14 @@ def main() -> None:
         with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
             hidden = model.model(input_ids=inputs).last_hidden_state
             logits = model.lm_head(hidden)
-        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1))
+        if args.loss_on == "answer":
+            keep = loss_mask(batch, ids).reshape(-1)
+            per_tok = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+            n_keep = keep.sum()
+            loss = (per_tok * keep).sum() / n_keep.clamp(min=1)
+            del per_tok
+        else:
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1))
         del logits
         aux = tap.aux_loss(mask)
         opt.zero_grad(set_to_none=True)

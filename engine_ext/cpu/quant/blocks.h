@@ -43,6 +43,28 @@ inline float half_to_float(uint16_t h) {
 #endif
 }
 
+// f32 -> f16, round to nearest even (as F16C's vcvtps2ph with rounding mode 0), overflow to
+// infinity, subnormal halves included; NaN becomes a quiet NaN of the same sign.
+inline uint16_t float_to_half(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    const uint16_t sign = uint16_t((u >> 16) & 0x8000);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return uint16_t(sign | 0x7e00);
+    if (a >= 0x47800000u) return uint16_t(sign | 0x7c00);  // >= 2^16 (and inf): infinity
+    if (a < 0x38800000u) {  // below 2^-14: a subnormal half m * 2^-24, m = rne(|f| * 2^24)
+        float s;
+        std::memcpy(&s, &a, 4);
+        const float m = s * 16777216.0f;  // exact: a power-of-two scaling of a tiny float
+        const float big = 8388608.0f;     // 2^23: (m + big) - big rounds m half to even
+        return uint16_t(sign | uint16_t((m + big) - big));
+    }
+    const uint32_t mant = a & 0x7fffffu, rem = mant & 0x1fffu;
+    uint32_t h = (((a >> 23) - 112u) << 10) | (mant >> 13);
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry may reach the exponent or inf
+    return uint16_t(sign | h);
+}
+
 inline uint16_t load_u16(const uint8_t* p) {
     uint16_t v;
     std::memcpy(&v, p, 2);  // GGUF is little-endian, as is every host strata builds for

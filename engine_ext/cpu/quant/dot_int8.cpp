@@ -23,33 +23,53 @@ bool uses_int8_activations(QType t) {
 
 int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0) ? kQ8 : kQK; }
 
+// Activation rows are quantized as llama.cpp's CPU backend quantizes them for the same weight
+// type, so that both engines multiply the same integers by the same scales:
+// - 32-blocks (the Q8_0 / Q5_0 partner, ggml's x86 quantize_row_q8_0): d = amax / 127 stored
+//   as f16 (round to nearest even) and used as that f16 value; q = round-half-even(x * (127 /
+//   amax)), computed from the f32 amax, not from the rounded d.
+// - 256-blocks (the K-quant partner, ggml's Q8_K reference): max = the first value of largest
+//   magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)), d = 1 / iscale
+//   (f32). When max > 0, q and d both carry the opposite sign of x.
+// The AVX-512 loops do the scalar steps 16 values at a time with the same IEEE results (max
+// ignores NaN as std::max(amax, |x|) does, the clamp sends NaN to -127 as the scalar code).
+struct BlockScale {
+    float mul;  // q = rne(x * mul)
+    float d;    // the scale the dot products use
+};
+
+static BlockScale block_scale(const float* xb, int block, float amax) {
+    if (block == kQ8) {
+        const float d = half_to_float(float_to_half(amax / 127.0f));
+        return {amax != 0.f ? 127.0f / amax : 0.f, d};
+    }
+    if (!(amax > 0.f)) return {0.f, 0.f};
+    int i = 0;
+    while (!(std::fabs(xb[i]) == amax)) ++i;  // the first of largest magnitude, as ggml's scan
+    const float iscale = -127.0f / xb[i];
+    return {iscale, 1.0f / iscale};
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-// The scalar steps below, 16 values at a time, with the same IEEE results: max ignores NaN the
-// way std::max(amax, |x|) does, round half away from zero is trunc plus a step where the
-// (exact) fraction is at least one half, and the clamp sends NaN to -127 as the scalar code.
 static void quantize_block16(const float* xb, int block, int8_t* q, float* d) {
     __m512 m = _mm512_setzero_ps();
     for (int i = 0; i < block; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
-    const float amax = _mm512_reduce_max_ps(m);
-    const float db = amax / 127.0f;
-    const float id = db != 0.f ? 1.0f / db : 0.f;
-    *d = db;
-    const __m512 vid = _mm512_set1_ps(id), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const BlockScale sc = block_scale(xb, block, _mm512_reduce_max_ps(m));
+    *d = sc.d;
+    const __m512 vmul = _mm512_set1_ps(sc.mul);
     const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
-    const __m512i sign = _mm512_set1_epi32(int32_t(0x80000000u));
     for (int i = 0; i < block; i += 16) {
-        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + i), vid);
-        __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, r)), half, _CMP_GE_OQ);
-        const __m512 step = _mm512_castsi512_ps(
-            _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), _mm512_castps_si512(one)));
-        r = _mm512_mask_add_ps(r, up, r, step);
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + i), vmul);
+        __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
     }
 }
 #define STRATA_QUANTIZE16 1
 #endif
+
+// Round half to even: std::nearbyint in the default rounding mode, as _MM_FROUND_TO_NEAREST_INT.
+static inline float round_half_even(float v) { return std::nearbyint(v); }
 
 void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16) {
     for (int b = 0; b < cols / block; ++b) {
@@ -59,11 +79,10 @@ void quantize_activation(const float* x, int cols, int block, int8_t* q, float* 
 #else
         float amax = 0.f;
         for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
-        const float db = amax / 127.0f;
-        const float id = db != 0.f ? 1.0f / db : 0.f;
-        d[b] = db;
+        const BlockScale sc = block_scale(xb, block, amax);
+        d[b] = sc.d;
         for (int i = 0; i < block; ++i) {
-            const float v = std::round(xb[i] * id);  // half away from zero, as ggml / gguf-py
+            const float v = round_half_even(xb[i] * sc.mul);
             q[size_t(b) * block + i] = int8_t(std::min(127.f, std::max(-127.f, v)));
         }
 #endif
