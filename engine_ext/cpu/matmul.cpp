@@ -66,14 +66,11 @@ inline __m512 hsum16x16(const __m512* v) {
 
 // What a tile prefetches of the weight stream while it computes (see matmul_range_t).
 //   kPfShift: its own lines, kPrefetchShift bytes further on (8 KiB: 4 rows of a 512-column f32
-//             matrix), one prefetch per line it reads, into L1: the 1-7 rows left after the
-//             8-row blocks;
+//             matrix), one prefetch per line it reads, into L1: tiles that read each weight
+//             once (T < 4);
 //   kPfShare: `n` lines from `p` on, spread evenly over its column steps, into L2: tiles that
-//             share a block of weight rows over several passes (T >= 4);
-//   kPfNext:  `n` lines from `p` on (its share of the next 8-row block), a fixed count per column
-//             step (the last step may run up to one step's count past the slice; prefetches never
-//             fault), into L1: the tiles of T < 4, which read each weight once.
-enum PfMode : int { kPfNone = 0, kPfShift = 1, kPfShare = 2, kPfNext = 3 };
+//             share a block of weight rows over several passes (T >= 4).
+enum PfMode : int { kPfNone = 0, kPfShift = 1, kPfShare = 2 };
 struct Prefetch {
     const char* p = nullptr;
     int n = 0;
@@ -95,7 +92,7 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
     for (int i = 0; i < RB; ++i) w[i] = W + size_t(r + i) * ldw;
     constexpr int HINT = PF == kPfShare ? _MM_HINT_T1 : _MM_HINT_T0;
     const int steps = cols / 32;
-    const int per = (PF == kPfShare || PF == kPfNext) && steps > 0 ? (pf.n + steps - 1) / steps : 0;
+    const int per = PF == kPfShare && steps > 0 ? (pf.n + steps - 1) / steps : 0;
     auto step = [&](int k) {
         __m512 x[TB];
         for (int t = 0; t < TB; ++t) {
@@ -120,9 +117,6 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
             }
         } else if constexpr (PF == kPfShare) {
             for (int j = 0; j < per && pf.n > 0; ++j, --pf.n, pf.p += 64) _mm_prefetch(pf.p, _mm_hint(HINT));
-        } else if constexpr (PF == kPfNext) {
-            for (int j = 0; j < per; ++j) _mm_prefetch(pf.p + 64 * j, _mm_hint(HINT));
-            pf.p += 64 * per;
         }
         step(k);
         step(k + 16);
@@ -167,8 +161,7 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
 template <typename WT, bool kPrefetch = true>
 void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int cols,
                     const float* bias, float* Y, int ldy, int r0, int r1) {
-    constexpr PfMode kShift = kPrefetch ? kPfShift : kPfNone, kShare = kPrefetch ? kPfShare : kPfNone,
-                     kNext = kPrefetch ? kPfNext : kPfNone;
+    constexpr PfMode kShift = kPrefetch ? kPfShift : kPfNone, kShare = kPrefetch ? kPfShare : kPfNone;
     // Weight rows outer, input rows inner: each block of 8 weight rows is read from memory once
     // and reused from L1 for every input row (input rows in 4x4 tiles, the last 1-3 in 4x2 /
     // 8x1 tiles: 8-16 independent FMA chains, enough to hide the FMA latency).
@@ -180,13 +173,6 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
     // the prefetch of the block two ahead (the rows of a range are one contiguous stream),
     // each a slice spread over its column steps: memory runs at the pace of the compute.
     // Measured on cold 1536x512 f32 (one thread): T=16 0.25 -> 0.21 ms, T=2 0.12 -> 0.10 ms.
-    //
-    // T < 4 (and the 1-3 rows left over from the 4x4 tiles) prefetch the next 8-row block,
-    // each tile the half (4x2) or the whole (8x1) it will read there. They used to prefetch
-    // their own rows 8 KiB on (kPfShift), which for an 8x1 tile over 512 columns is half the
-    // block being read right now and half the next one. On the cold 32000x512 LM head (one
-    // thread, CPU time, loaded machine, best of 21 alternated runs): T=1 -9%, T=2 -16%, T=3 -29%;
-    // cache-resident shapes unchanged (bench/README.md).
     const size_t rb = size_t(ldw) * sizeof(WT);
     const char* const stream_end = reinterpret_cast<const char*>(W) + size_t(r1) * rb;
     const int groups4 = T / 4, groups2 = (T % 4) / 2, singles = T % 2;
@@ -202,23 +188,16 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
             ++c;
             return p;
         };
-        // 4x2 tiles (T = 2, 3): each prefetches the lines of the next 8-row block's half it will
-        // read, a fixed count per column step
-        const char* nx = reinterpret_cast<const char*>(W) + size_t(r + 8) * rb;
-        const int nlines = nx < stream_end ? int(std::min<size_t>(8 * rb, size_t(stream_end - nx)) / 64) : 0;
-        auto next = [&](int half) {
-            return Prefetch{nx + size_t(nlines / 2) * half * 64, half ? nlines - nlines / 2 : nlines / 2};
-        };
         int t = 0;
         for (; t + 4 <= T; t += 4) {
             tile<4, 4, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, share());
             tile<4, 4, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, share());
         }
         for (; t + 2 <= T; t += 2) {
-            tile<4, 2, kNext>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, next(0));
-            tile<4, 2, kNext>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, next(1));
+            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, sh);
         }
-        for (; t < T; ++t) tile<8, 1, kNext>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, Prefetch{nx, nlines});
+        for (; t < T; ++t) tile<8, 1, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
     }
     for (; r + 4 <= r1; r += 4) {
         int t = 0;
