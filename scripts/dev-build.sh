@@ -9,7 +9,9 @@ name=${1:-main}
 dir=build/dev-$name
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-if [ ! -f "$dir/CMakeCache.txt" ]; then
+# configure when there is no generated build yet (a configure that failed half-way leaves a
+# CMakeCache.txt but no build.ninja / Makefile, and the build step alone would fail)
+if [ ! -f "$dir/build.ninja" ] && [ ! -f "$dir/Makefile" ]; then
   cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
 fi
 cmake --build "$dir" -j2
