@@ -172,6 +172,46 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
 }
 
+void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
+                            const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a) {
+    if (!a.pairs) return;
+    check(a.format != WeightFormat::F32 && a.row_words % 4 == 0 && uint64_t(a.K) == 2ull * a.row_words,
+          "matmul_routed", "half-precision rows of whole vec4 words");
+    check(!weights.empty() && weights.size() <= kGatherBuffers, "matmul_routed", "1..4 weight buffers");
+    check(a.k > 0 && a.n_experts > 0 && a.half_rows > 0 && a.half_rows <= a.rows_per_pair &&
+              (a.mat0 == 0 || (a.mat0 == 2 && a.half_rows == a.rows_per_pair)),
+          "matmul_routed", "pair layout");
+    const uint32_t second = a.rows_per_pair - a.half_rows;
+    check(a.y_stride >= std::max(a.half_rows, second) && a.x_stride >= a.K, "matmul_routed", "rows and strides");
+    uint32_t x_rows = a.x_per_pair ? a.pairs : (a.pairs + a.k - 1) / a.k;
+    need(x, a.x_off + uint64_t(x_rows - 1) * a.x_stride + a.K, "matmul_routed", "x");
+    need(y, a.y_off + uint64_t(a.pairs - 1) * a.y_stride + a.half_rows, "matmul_routed", "y");
+    if (second) need(y, a.y_off2 + uint64_t(a.pairs - 1) * a.y_stride + second, "matmul_routed", "y (second matrix)");
+    need(ids, uint64_t(a.ids_off) + a.pairs, "matmul_routed", "ids");
+    need(table, uint64_t(a.n_experts) * 3 * 2, "matmul_routed", "table");
+    uint64_t rows = uint64_t(a.pairs) * a.rows_per_pair;
+    check(rows <= UINT32_MAX, "matmul_routed", "too many rows");
+    uint32_t gx = uint32_t(std::min<uint64_t>(rows, device_.limits().max_workgroups_per_dimension));
+    struct {
+        uint32_t K, row_words, groups_x, total_rows, rows_per_pair, half_rows, mat0, k;
+        uint32_t x_off, x_stride, x_per_pair, y_off, y_stride, ids_off, n_experts, log_ids;
+        uint32_t y_off2, pad[3];
+    } p{a.K, a.row_words, gx, uint32_t(rows), a.rows_per_pair, a.half_rows, a.mat0, a.k,
+        a.x_off, a.x_stride, a.x_per_pair, a.y_off, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
+        a.y_off2, {0, 0, 0}};
+    if (ids_log) need(ids_log, a.pairs, "matmul_routed", "ids log");
+    const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_routed",
+                                  {{"TB", std::to_string(kTokenBlock)},
+                                   {"BF16", a.format == WeightFormat::BF16 ? "1" : "0"},
+                                   {"MAX_JOBS", std::to_string(kGatherJobs)}});
+    std::vector<BufRef> b = {x, nullptr, y, nullptr};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    b.push_back(ids);
+    b.push_back(table);
+    b.push_back(ids_log ? ids_log : ids);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
+}
+
 void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
                    uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld,
                    uint32_t dst_hs) {

@@ -62,6 +62,21 @@ public:
     static constexpr uint32_t kGatherBuffers = 4;
     static bool gather_ok(const GpuMatrix& m);
     void matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
+    // Matrices chosen on the device (matmul_gathered.wgsl's matmul_half_v4_routed): for each of
+    // `pairs` (token, rank) pairs, expert ids[ids_off + p] and its matrices from `table` ((buffer
+    // index, vec4 index) per expert and matrix: gate, up, down), weights in at most
+    // kGatherBuffers buffers. Gate and up (mat0 0): rows_per_pair 2I, half_rows I, gate rows to
+    // y_off, up rows to y_off2; down (mat0 2): rows_per_pair = half_rows = H. Pair p's outputs
+    // start at p * y_stride. ids_log (optional) gets each pair's expert. Each row equals
+    // matmul's bit for bit.
+    struct Routed {
+        WeightFormat format;
+        uint32_t pairs, k, K, row_words;
+        uint32_t rows_per_pair, half_rows, mat0;
+        uint32_t x_off, x_stride, x_per_pair, y_off, y_off2, y_stride, ids_off, n_experts;
+    };
+    void matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
+                       const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
