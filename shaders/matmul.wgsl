@@ -26,7 +26,7 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
-{{include matmul_rows.wgsl}}
+{{include ROWS}}
 
 fn load_w(b: u32, i: u32) -> vec4<u32> { return w4[i]; }
 

@@ -33,7 +33,7 @@ fn load_w(b: u32, i: u32) -> vec4<u32> {
     return wb3[i];
 }
 
-{{include matmul_rows.wgsl}}
+{{include ROWS}}
 
 struct Job {
     w: vec4<u32>,  // (first global row, rows, weight buffer, vec4 index of the matrix)

@@ -1,6 +1,7 @@
 // The inner loop of every half-precision matmul with rows of whole vec4<u32> (included by
-// matmul.wgsl and matmul_gathered.wgsl through the preprocessor's include step, so each of their
-// kernels computes a row with the same code, bit-identical by construction).
+// matmul.wgsl and matmul_gathered.wgsl through the preprocessor's include step, as the file the
+// ROWS define names, so each of their kernels computes a row with the same code, bit-identical
+// by construction; matmul_rows_direct.wgsl is the unstaged alternative).
 // The includer declares `x` (array<f32>, the inputs) and `fn load_w(b: u32, i: u32) -> vec4<u32>`
 // (vec4 word i of weight buffer b), and the constants WG and TB.
 //
@@ -31,6 +32,9 @@ fn row_dot(lid: u32, buf: u32, base: u32, quads: u32, x0: u32, xs: u32, nt: u32)
     let steps = (quads + WG - 1u) / WG;
     for (var s = 0u; s < steps; s++) {
         let q0 = s * WG;
+        let i = q0 + lid;
+        var q = vec4<u32>(0u);
+        if (i < quads) { q = load_w(buf, base + i); }  // in flight while x is staged
         let nf = 8u * min(WG, quads - q0);  // values of each row in this step
         for (var j = 0u; j < nt; j++) {
             let src = x0 + j * xs + 8u * q0;
@@ -42,9 +46,7 @@ fn row_dot(lid: u32, buf: u32, base: u32, quads: u32, x0: u32, xs: u32, nt: u32)
             }
         }
         workgroupBarrier();
-        let i = q0 + lid;
         if (i < quads) {
-            let q = load_w(buf, base + i);
             let a = pair(q.x);
             let b = pair(q.y);
             let c = pair(q.z);

@@ -1,6 +1,7 @@
 #include "webgpu/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -81,8 +82,14 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
     }
 }
 
+Kernels::Kernels(Device& device) : device_(device) {
+    const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
+    if (xload && std::string(xload) == "direct") rows_file_ = "matmul_rows_direct.wgsl";
+}
+
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
     extra["WG"] = std::to_string(kWorkgroup);
+    if (file.rfind("matmul", 0) == 0) extra["ROWS"] = rows_file_;
     return device_.pipeline(file, entry, extra);
 }
 

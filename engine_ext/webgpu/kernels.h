@@ -43,7 +43,9 @@ public:
     static constexpr uint32_t kMaxExperts = 1024;
     static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
 
-    explicit Kernels(Device& device) : device_(device) {}
+    // STRATA_WEBGPU_XLOAD=direct: the half-precision matmuls read x straight from storage
+    // (matmul_rows_direct.wgsl) instead of staging it in workgroup memory (matmul_rows.wgsl)
+    explicit Kernels(Device& device);
     Device& device() { return device_; }
 
     // y[T][m.rows] = x[T][m.cols] * m^T; x row t at x_off + t*x_stride (floats; 0: m.cols),
@@ -137,6 +139,7 @@ private:
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
+    std::string rows_file_ = "matmul_rows.wgsl";
 };
 
 }  // namespace strata::webgpu

@@ -36,6 +36,8 @@ std::string substitute(const std::string& source, const std::string& file, const
         pos = close + 2;
         if (name.rfind("include ", 0) == 0) {
             std::string inc = name.substr(8);
+            auto named = defines.find(inc);  // a define's key: the file that define names
+            if (named != defines.end()) inc = named->second;
             if (!includes) throw std::runtime_error(file + ": {{" + name + "}} but no include reader");
             if (inc.empty() || inc.find('/') != std::string::npos || inc.find('\\') != std::string::npos)
                 throw std::runtime_error(file + ": bad include name '" + inc + "' (a file of the same folder)");

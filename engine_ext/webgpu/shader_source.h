@@ -1,7 +1,8 @@
 // WGSL sources read from the installed package's shaders/ folder, run through a small
 // preprocessor: `{{NAME}}` placeholders take the pipeline's defines (workgroup sizes, block
 // sizes), `{{include FILE}}` takes the text of another file of the same folder (itself
-// preprocessed: one inner loop shared by several kernel files, identical by construction), and
+// preprocessed: one inner loop shared by several kernel files, identical by construction;
+// FILE may be a define's key, then the file is the one that define names), and
 // the dialect differences between naga (wgpu-native) and Dawn are applied in one
 // place so the shader files stay portable.
 #pragma once

@@ -1,0 +1,45 @@
+// The inner loop of the half-precision matmuls, x read straight from storage (no staging): the
+// alternative to matmul_rows.wgsl that STRATA_WEBGPU_XLOAD=direct selects (the kernels include
+// whichever file the ROWS define names), kept to measure what staging gains. The same interface,
+// order and tree, so the two compute the same values; each is one code path for every T.
+
+var<workgroup> partial: array<f32, WG * TB>;
+
+fn bf16_pair(word: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+}
+
+fn pair(word: u32) -> vec2<f32> {
+    if ({{BF16}}u == 1u) { return bf16_pair(word); }
+    return unpack2x16float(word);
+}
+
+fn row_dot(lid: u32, buf: u32, base: u32, quads: u32, x0: u32, xs: u32, nt: u32) {
+    var acc: array<f32, TB>;
+    for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
+    for (var i = lid; i < quads; i += WG) {
+        let q = load_w(buf, base + i);
+        let a = pair(q.x);
+        let b = pair(q.y);
+        let c = pair(q.z);
+        let d = pair(q.w);
+        let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
+        let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
+        for (var j = 0u; j < nt; j++) {
+            let xb = x0 + j * xs + 8u * i;
+            let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
+            let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
+            acc[j] = acc[j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
+        }
+    }
+    for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lid < s) {
+            for (var j = 0u; j < nt; j++) {
+                partial[lid * TB + j] = partial[lid * TB + j] + partial[(lid + s) * TB + j];
+            }
+        }
+    }
+    workgroupBarrier();
+}
