@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 
 #include "webgpu/device.h"
@@ -82,6 +83,8 @@ void register_webgpu(py::module_& parent) {
             o.shader_dir = cfg[1].cast<std::string>();
             o.adapter = cfg[2].cast<std::string>();
         }
+        // tests: small weight chunks, so that one layer's matrices span many arenas
+        if (const char* chunk = std::getenv("STRATA_WEBGPU_CHUNK_BYTES")) o.max_chunk_bytes = std::strtoull(chunk, nullptr, 10);
         try {
             return std::make_unique<WebGpuBackend>(o);
         } catch (const std::runtime_error& e) {  // no adapter / driver / library: the user's to fix
