@@ -465,8 +465,11 @@ void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float
         }
     OpArgs a(*this);
     BufRef bcs = a.in(span(cs.data(), cs.size()), "cos/sin");
-    BufRef bx = a.inout(View{x.p, rows, x.ld, heads, x.hs, 2 * half}, "x");
-    kernels_->rotary(rec_, bx, bcs, uint32_t(rows), uint32_t(heads), uint32_t(2 * half), uint32_t(2 * half));
+    // whole heads where they lie side by side (the kernel leaves the lanes past 2*half alone):
+    // packed, so rotated in place; else only the rotated lanes, through a packed copy
+    const int D = heads > 1 && x.hs >= 2 * half ? x.hs : 2 * half;
+    BufRef bx = a.inout(View{x.p, rows, x.ld, heads, x.hs, D}, "x");
+    kernels_->rotary(rec_, bx, bcs, uint32_t(rows), uint32_t(heads), uint32_t(D), uint32_t(2 * half));
     a.done();
 }
 
