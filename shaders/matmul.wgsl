@@ -26,6 +26,7 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
+const RB: u32 = {{RB}}u;
 {{include ROWS}}
 
 fn load_w(b: u32, i: u32) -> vec4<u32> { return w4[i]; }
@@ -97,18 +98,22 @@ fn matmul_half(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
 }
 
 // f16 and bf16 rows of a whole number of vec4<u32> (K a multiple of 8): eight values per load,
-// x staged in workgroup memory, the loop of matmul_rows.wgsl (shared with matmul_gathered.wgsl).
+// RB weight rows per workgroup, x staged in workgroup memory: the loop of matmul_rows.wgsl
+// (shared with matmul_gathered.wgsl).
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let n = wid.y * p.groups_x + wid.x;
-    if (n >= p.N) { return; }
+    let n0 = (wid.y * p.groups_x + wid.x) * RB;  // RB weight rows per workgroup
+    if (n0 >= p.N) { return; }
+    let nr = min(RB, p.N - n0);
     let quads = p.row_words / 4u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         let nt = min(TB, p.T - t0);
-        row_dot(lid, 0u, n * quads, quads, p.x_off + t0 * p.x_stride, p.x_stride, nt);
-        if (lid < nt) {
-            y[p.y_off + (t0 + lid) * p.y_stride + p.col0 + n] = partial[lid];
+        rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt);
+        if (lid < nr * nt) {
+            let r = lid / nt;
+            let j = lid % nt;
+            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = partial[r * TB + j];
         }
         workgroupBarrier();
     }

@@ -1,19 +1,19 @@
 // Many products of one width and format (f16, or bf16 with BF16 = 1; rows of whole vec4<u32>)
 // in one dispatch, weights reached in up to four arena buffers (the backend keeps weights side
-// by side in a few large buffers). Every row runs row_dot of matmul_rows.wgsl, the loop of
+// by side in a few large buffers). Every row runs rows_dot of matmul_rows.wgsl, the loop of
 // matmul.wgsl's matmul_half_v4 (same loads, same per-thread order, same tree), so neither
 // gathering nor routing changes a result.
 //
 // matmul_half_v4_gathered: jobs chosen by the host (a MoE layer's grouped experts when the host
 // groups rows, q/k/v, the router with the shared expert). Job j's matrix is a chunk at vec4
 // index w_quad of weight buffer `buffer`, its rows of x start at x_off with stride x_stride and
-// its outputs at y_off with stride y_stride. Global row g of the dispatch is row g - first_row
-// of the last job with first_row <= g.
+// its outputs at y_off with stride y_stride. Workgroup g of the dispatch computes rows
+// (g - first) * RB .. + RB of the last job whose first workgroup `first` is <= g.
 //
 // matmul_half_v4_routed: matrices chosen on the device by the router's ids, with no readback:
 // pair p (token p / k, rank p % k) takes expert e = ids[ids_off + p] and matrix table[e * 3 +
-// mat0 + m] ((buffer, vec4 index) of the layer's gate, up, down of expert e). Its rows_per_pair
-// output rows are rows of matrix mat0 (r < half_rows), written to y[y_off + p * y_stride + r],
+// mat0 + m] ((buffer, vec4 index) of the layer's gate, up, down of expert e), RB rows per
+// workgroup (rows_per_pair and half_rows are multiples of RB). Its rows_per_pair output rows are rows of matrix mat0 (r < half_rows), written to y[y_off + p * y_stride + r],
 // then rows of matrix mat0 + 1, written to y[y_off2 + p * y_stride + r - half_rows] (gate and up
 // into two packed arrays); its x row is token p / k (x_per_pair = 0) or p itself.
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -25,6 +25,7 @@
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
+const RB: u32 = {{RB}}u;
 
 fn load_w(b: u32, i: u32) -> vec4<u32> {
     if (b == 0u) { return wb0[i]; }
@@ -36,7 +37,7 @@ fn load_w(b: u32, i: u32) -> vec4<u32> {
 {{include ROWS}}
 
 struct Job {
-    w: vec4<u32>,  // (first global row, rows, weight buffer, vec4 index of the matrix)
+    w: vec4<u32>,  // (first workgroup, rows, weight buffer, vec4 index of the matrix)
     x: vec4<u32>,  // (T, x_off, x_stride, -)
     y: vec4<u32>,  // (y_off, y_stride, -, -)
 }
@@ -56,7 +57,7 @@ struct GatherParams {
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let g = wid.y * gp.groups_x + wid.x;
+    let g = wid.y * gp.groups_x + wid.x;  // workgroup: RB rows of one job
     if (g >= gp.total_rows) { return; }
     var lo = 0u;
     var hi = gp.n_jobs;
@@ -65,14 +66,17 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
         if (gp.jobs[mid].w.x <= g) { lo = mid; } else { hi = mid; }
     }
     let job = gp.jobs[lo];
-    let n = g - job.w.x;
+    let n0 = (g - job.w.x) * RB;
+    let nr = min(RB, job.w.y - n0);
     let T = job.x.x;
     let quads = gp.row_words / 4u;
     for (var t0 = 0u; t0 < T; t0 += TB) {
         let nt = min(TB, T - t0);
-        row_dot(lid, job.w.z, job.w.w + n * quads, quads, job.x.y + t0 * job.x.z, job.x.z, nt);
-        if (lid < nt) {
-            y[job.y.x + (t0 + lid) * job.y.y + n] = partial[lid];
+        rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt);
+        if (lid < nr * nt) {
+            let r = lid / nt;
+            let j = lid % nt;
+            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = partial[r * TB + j];
         }
         workgroupBarrier();
     }
@@ -82,7 +86,7 @@ struct RoutedParams {
     K: u32,
     row_words: u32,
     groups_x: u32,
-    total_rows: u32,     // pairs * rows_per_pair
+    total_rows: u32,     // workgroups: pairs * rows_per_pair / RB
     rows_per_pair: u32,
     half_rows: u32,      // rows of matrix mat0; the rest are rows of matrix mat0 + 1
     mat0: u32,           // 0: gate (and up), 2: down
@@ -108,26 +112,27 @@ struct RoutedParams {
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let g = wid.y * rp.groups_x + wid.x;
+    let g = wid.y * rp.groups_x + wid.x;  // workgroup: RB rows of one pair's matrix
     if (g >= rp.total_rows) { return; }
-    let p = g / rp.rows_per_pair;
-    let r = g - p * rp.rows_per_pair;
+    let per_pair = rp.rows_per_pair / RB;
+    let p = g / per_pair;
+    let r0 = (g - p * per_pair) * RB;
     let e = min(ids[rp.ids_off + p], rp.n_experts - 1u);
     var m = 0u;
-    var n = r;
+    var n0 = r0;
     var y0 = rp.y_off;
-    if (r >= rp.half_rows) {
+    if (r0 >= rp.half_rows) {
         m = 1u;
-        n = r - rp.half_rows;
+        n0 = r0 - rp.half_rows;
         y0 = rp.y_off2;
     }
     let at = table[e * 3u + rp.mat0 + m];
     let quads = rp.row_words / 4u;
     var t = p / rp.k;
     if (rp.x_per_pair == 1u) { t = p; }
-    row_dot(lid, at.x, at.y + n * quads, quads, rp.x_off + t * rp.x_stride, 0u, 1u);
-    if (lid == 0u) {
-        y[y0 + p * rp.y_stride + n] = partial[0];
-        if (rp.log_ids == 1u && r == 0u) { ids_log[p] = e; }
+    rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u);
+    if (lid < RB) {
+        y[y0 + p * rp.y_stride + n0 + lid] = partial[lid * TB];
     }
+    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
 }

@@ -1,9 +1,11 @@
-// The inner loop of the half-precision matmuls, x read straight from storage (no staging): the
-// alternative to matmul_rows.wgsl that STRATA_WEBGPU_XLOAD=direct selects (the kernels include
-// whichever file the ROWS define names), kept to measure what staging gains. The same interface,
-// order and tree, so the two compute the same values; each is one code path for every T.
+// The inner loop of the half-precision matmuls as it was before matmul_rows.wgsl: x read
+// straight from storage (no staging), the alternative STRATA_WEBGPU_XLOAD=direct selects (the
+// kernels include whichever file the ROWS define names; the backend then also gives each
+// workgroup one weight row, RB = 1), kept to measure what staging and row blocks gain. The same
+// interface, per-thread order and tree, so the two compute the same values; each is one code
+// path for every T.
 
-var<workgroup> partial: array<f32, WG * TB>;
+var<workgroup> partial: array<f32, WG * TB * RB>;
 
 fn bf16_pair(word: u32) -> vec2<f32> {
     return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
@@ -14,30 +16,34 @@ fn pair(word: u32) -> vec2<f32> {
     return unpack2x16float(word);
 }
 
-fn row_dot(lid: u32, buf: u32, base: u32, quads: u32, x0: u32, xs: u32, nt: u32) {
-    var acc: array<f32, TB>;
-    for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
+fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32) {
+    var acc: array<f32, TB * RB>;
+    for (var a = 0u; a < TB * RB; a++) { acc[a] = 0.0; }
     for (var i = lid; i < quads; i += WG) {
-        let q = load_w(buf, base + i);
-        let a = pair(q.x);
-        let b = pair(q.y);
-        let c = pair(q.z);
-        let d = pair(q.w);
-        let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
-        let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
-        for (var j = 0u; j < nt; j++) {
-            let xb = x0 + j * xs + 8u * i;
-            let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
-            let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
-            acc[j] = acc[j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
+        for (var r = 0u; r < nr; r++) {
+            let q = load_w(buf, base + r * quads + i);
+            let a = pair(q.x);
+            let b = pair(q.y);
+            let c = pair(q.z);
+            let d = pair(q.w);
+            let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
+            let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
+            for (var j = 0u; j < nt; j++) {
+                let xb = x0 + j * xs + 8u * i;
+                let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
+                let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
+                acc[r * TB + j] = acc[r * TB + j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
+            }
         }
     }
-    for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
+    for (var a = 0u; a < TB * RB; a++) { partial[lid * TB * RB + a] = acc[a]; }
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         workgroupBarrier();
         if (lid < s) {
-            for (var j = 0u; j < nt; j++) {
-                partial[lid * TB + j] = partial[lid * TB + j] + partial[(lid + s) * TB + j];
+            for (var a = 0u; a < TB * RB; a++) {
+                if (a / TB < nr && a % TB < nt) {
+                    partial[lid * TB * RB + a] = partial[lid * TB * RB + a] + partial[(lid + s) * TB * RB + a];
+                }
             }
         }
     }

@@ -84,12 +84,18 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
 
 Kernels::Kernels(Device& device) : device_(device) {
     const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
-    if (xload && std::string(xload) == "direct") rows_file_ = "matmul_rows_direct.wgsl";
+    if (xload && std::string(xload) == "direct") {  // the loop as it was: x from storage, one row per workgroup
+        rows_file_ = "matmul_rows_direct.wgsl";
+        rb_ = 1;
+    }
 }
 
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
     extra["WG"] = std::to_string(kWorkgroup);
-    if (file.rfind("matmul", 0) == 0) extra["ROWS"] = rows_file_;
+    if (file.rfind("matmul", 0) == 0) {
+        extra["ROWS"] = rows_file_;
+        extra["RB"] = std::to_string(rb_);
+    }
     return device_.pipeline(file, entry, extra);
 }
 
@@ -115,8 +121,9 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
                                    {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}});
     uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (auto& c : m.chunks) {
-        uint32_t gx = std::min(c.rows, max_groups);
-        uint32_t gy = (c.rows + gx - 1) / gx;
+        uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
+        uint32_t gx = std::min(groups, max_groups);
+        uint32_t gy = (groups + gx - 1) / gx;
         struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
             T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
         if (v4)
@@ -161,7 +168,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
             bound.push_back(BufRef(c.buffer));
         }
         p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
-        rows += m.rows;
+        rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
     }
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     p.K = m0.cols;
@@ -196,7 +203,9 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     if (second) need(y, a.y_off2 + uint64_t(a.pairs - 1) * a.y_stride + second, "matmul_routed", "y (second matrix)");
     need(ids, uint64_t(a.ids_off) + a.pairs, "matmul_routed", "ids");
     need(table, uint64_t(a.n_experts) * 3 * 2, "matmul_routed", "table");
-    uint64_t rows = uint64_t(a.pairs) * a.rows_per_pair;
+    check(a.half_rows % rb_ == 0 && a.rows_per_pair % rb_ == 0, "matmul_routed",
+          "rows per pair a multiple of " + std::to_string(rb_));
+    uint64_t rows = uint64_t(a.pairs) * a.rows_per_pair / rb_;  // workgroups
     check(rows <= UINT32_MAX, "matmul_routed", "too many rows");
     uint32_t gx = uint32_t(std::min<uint64_t>(rows, device_.limits().max_workgroups_per_dimension));
     struct {

@@ -46,6 +46,8 @@ public:
     // STRATA_WEBGPU_XLOAD=direct: the half-precision matmuls read x straight from storage
     // (matmul_rows_direct.wgsl) instead of staging it in workgroup memory (matmul_rows.wgsl)
     explicit Kernels(Device& device);
+    // Weight rows per workgroup of the half-precision vec4 matmuls (4; 1 with XLOAD=direct).
+    uint32_t rows_per_workgroup() const { return rb_; }
     Device& device() { return device_; }
 
     // y[T][m.rows] = x[T][m.cols] * m^T; x row t at x_off + t*x_stride (floats; 0: m.cols),
@@ -140,6 +142,7 @@ private:
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
     std::string rows_file_ = "matmul_rows.wgsl";
+    uint32_t rb_ = 4;
 };
 
 }  // namespace strata::webgpu

@@ -621,7 +621,8 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     RoutedLayer& L = routed_[a.experts[0].gate.data];
     const int E = a.n_experts, H = a.hidden, I = a.inter;
     const WFormat f = a.experts[0].gate.format;
-    bool ok = (f == WFormat::F16 || f == WFormat::BF16) && H % 8 == 0 && I % 8 == 0;
+    const int rb = int(kernels_->rows_per_workgroup());
+    bool ok = (f == WFormat::F16 || f == WFormat::BF16) && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
     uint64_t gu_bytes = 0, down_bytes = 0;  // what is still to upload
     for (int e = 0; ok && e < E; ++e) {
         const ExpertView& v = a.experts[e];
