@@ -1,7 +1,10 @@
-// The inner loop of every half-precision matmul with rows of whole vec4<u32> (included by
-// matmul.wgsl and matmul_gathered.wgsl through the preprocessor's include step, as the file the
-// ROWS define names, so each of their kernels computes a row with the same code, bit-identical
-// by construction; matmul_rows_direct.wgsl is the unstaged alternative).
+// An inner loop of the half-precision matmuls with rows of whole vec4<u32>, selected by
+// STRATA_WEBGPU_XLOAD=staged (included by matmul.wgsl and matmul_gathered.wgsl through the
+// preprocessor's include step, as the file the ROWS define names, so each of their kernels
+// computes a row with the same code, bit-identical by construction). Not the default: on the
+// H200 (2026-12-03) it was 7x slower at T=1 than matmul_rows_direct.wgsl (8192 x 8192 f16: 753
+// vs 102 us; cost(8)/cost(1) 3.37 vs 5.59), likely its per-thread arrays (q, acc) and the
+// dynamic vec4 component stores into xt; unexamined.
 // The includer declares `x` (array<f32>, the inputs) and `fn load_w(b: u32, i: u32) -> vec4<u32>`
 // (vec4 word i of weight buffer b), and the constants WG and TB.
 //

@@ -84,9 +84,9 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
 
 Kernels::Kernels(Device& device) : device_(device) {
     const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
-    if (xload && std::string(xload) == "direct") {  // the loop as it was: x from storage, one row per workgroup
-        rows_file_ = "matmul_rows_direct.wgsl";
-        rb_ = 1;
+    if (xload && std::string(xload) == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
+        rows_file_ = "matmul_rows.wgsl";
+        rb_ = 4;
     }
 }
 

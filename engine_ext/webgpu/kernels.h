@@ -43,10 +43,12 @@ public:
     static constexpr uint32_t kMaxExperts = 1024;
     static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
 
-    // STRATA_WEBGPU_XLOAD=direct: the half-precision matmuls read x straight from storage
-    // (matmul_rows_direct.wgsl) instead of staging it in workgroup memory (matmul_rows.wgsl)
+    // The half-precision matmuls read x straight from storage, one weight row per workgroup
+    // (matmul_rows_direct.wgsl); STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup and x
+    // staged in workgroup memory (matmul_rows.wgsl), same values, 7x slower at T=1 on the H200
+    // (2026-12-03), so not the default
     explicit Kernels(Device& device);
-    // Weight rows per workgroup of the half-precision vec4 matmuls (4; 1 with XLOAD=direct).
+    // Weight rows per workgroup of the half-precision vec4 matmuls (1; 4 with XLOAD=staged).
     uint32_t rows_per_workgroup() const { return rb_; }
     Device& device() { return device_; }
 
@@ -141,8 +143,8 @@ private:
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
-    std::string rows_file_ = "matmul_rows.wgsl";
-    uint32_t rb_ = 4;
+    std::string rows_file_ = "matmul_rows_direct.wgsl";
+    uint32_t rb_ = 1;
 };
 
 }  // namespace strata::webgpu
