@@ -2,7 +2,9 @@
 recurrence and conv history, and every activation of a window on the device. Commit, eager and
 lazy folds, save/load through the state blob and reset all act there; these tests check each
 against serial decoding or the CPU backend, and that a window goes back to the host only
-where the engine reads (the router's choices per MoE layer, the logits)."""
+where the engine reads: the logits, and the router's choices per MoE layer only where the host
+groups rows (f32 experts, STRATA_WEBGPU_FUSE=0); resident half-precision experts are chosen on
+the GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -251,3 +253,25 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
         ref.commit(keep)
     on_device = small.backend_counters()["moe_on_device"]
     assert (on_device > 0) == (chunk == 32768)
+
+
+def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup, x staged in workgroup memory
+    # (matmul_rows.wgsl); the same per-thread order and tree as the default loop, so the same
+    # logits, and its windows' rows equal serial decoding (forced rejections) as well
+    default = gpu(bf16_model)
+    monkeypatch.setenv("STRATA_WEBGPU_XLOAD", "staged")
+    staged, serial = gpu(bf16_model), gpu(bf16_model)
+    monkeypatch.delenv("STRATA_WEBGPU_XLOAD")
+    for eng in (default, staged, serial):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in WINDOWS:
+        logits = staged.run(window)
+        np.testing.assert_array_equal(logits, default.run(window), err_msg=f"window {window}")
+        staged.commit(keep)
+        default.commit(keep)
+        for t in range(keep):
+            one = serial.run([window[t]])
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
