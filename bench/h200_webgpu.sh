@@ -21,7 +21,8 @@
 #   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
 #   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
 #   WORKLOAD=edit-cmake  SPEC_MAX_NEW=160  WARM_PROMPT=256 (a warm-up prefill: every expert uploaded)
-#   DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
+#   XLOADS="direct staged" (the matmul probe's x loads, STRATA_WEBGPU_XLOAD)  BIG_STAGED=1 (the big
+#   model once more with x=staged)  DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
 #   HF_DEVICE=cuda
 set -uo pipefail
@@ -33,7 +34,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
 : "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
-: "${BIG_MODEL:=/tmp/strata-model-big}"
+: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=direct staged}" "${BIG_STAGED:=1}"
 : "${HF_DEVICE:=cuda}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -121,13 +122,16 @@ export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} ST
 # 4. the adapter and its limits
 step "strata info --gpu $ADAPTER" 30 $PY -m strata info --gpu "$ADAPTER"
 
-# 5. the WGSL matmul probe: bandwidth and cost(T)/cost(1)
+# 5. the WGSL matmul probe: bandwidth and cost(T)/cost(1), x read straight from storage (the
+#    default) and staged in workgroup memory (STRATA_WEBGPU_XLOAD=staged), side by side
+for xl in $XLOADS; do
 for size in $MATMUL_SIZES; do
   r=${size%x*}; c=${size#*x}
-  step "webgpu_matmul f16 ${r}x${c}" 40 $PY bench/webgpu_matmul.py --adapter "$ADAPTER" --rows "$r" --cols "$c" \
-    --format f16 --iters "$MATMUL_ITERS" --windows 1,2,4,8,16 --json >"$WORK/matmul_$size.json" \
-    && $PY -c "import json,sys; d=json.load(open(sys.argv[1])); d['what']='matmul'; print(json.dumps(d))" \
-       "$WORK/matmul_$size.json" | tee -a "$RES"
+  STRATA_WEBGPU_XLOAD=$xl step "webgpu_matmul f16 ${r}x${c} x=$xl" 40 $PY bench/webgpu_matmul.py --adapter "$ADAPTER" \
+    --rows "$r" --cols "$c" --format f16 --iters "$MATMUL_ITERS" --windows 1,2,4,8,16 --json >"$WORK/matmul_$size.json" \
+    && $PY -c "import json,sys; d=json.load(open(sys.argv[1])); d['what']='matmul'; d['xload']=sys.argv[2]; print(json.dumps(d))" \
+       "$WORK/matmul_$size.json" "$xl" | tee -a "$RES"
+done
 done
 
 # 6. the card's own ceilings (torch copy, cuBLAS matvec): the bandwidth the ratios refer to
@@ -164,6 +168,13 @@ fi
 # 9. strata's own CPU path on the anchor, for scale
 [ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
   --backend cpu --tokens "$TOKENS" --max-seconds 15 --label anchor --out "$RES"
+
+# 10. the big model again with x staged in workgroup memory (what staging changes end to end)
+if [ "$BIG" = 1 ] && [ "$BIG_STAGED" = 1 ] && [ -f "$BIG_MODEL/config.json" ]; then
+  STRATA_WEBGPU_XLOAD=staged step "[$BIG_PRESET] strata webgpu decode + window cost, x=staged" 90 \
+    $PY bench/webgpu_decode.py strata "$BIG_MODEL" --backend webgpu --tokens "$BIG_TOKENS" --max-seconds 20 \
+    --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-xstaged" --out "$RES"
+fi
 
 echo
 echo "================ h200_webgpu table (t=$(elapsed)s, $(date -u +%FT%TZ)) ================"

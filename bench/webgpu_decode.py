@@ -296,7 +296,8 @@ def cmd_table(args) -> None:
     for r in by.get("matmul", []):
         us, ratio = r["us"], r["cost_ratio"]
         ts = " ".join(f"T{t}={float(us[t]):.1f}us({ratio[t]:.2f}x)" for t in us)
-        out.append(f"wgsl matmul {r['format']} {r['shape'][0]}x{r['shape'][1]} ({r['weight_bytes'] / 2**20:.0f} MiB): "
+        out.append(f"wgsl matmul {r['format']} {r['shape'][0]}x{r['shape'][1]} ({r['weight_bytes'] / 2**20:.0f} MiB)"
+                   f"{' x=' + r['xload'] if 'xload' in r else ''}: "
                    f"T1 {r['gb_per_s_t1']:.4g} GB/s | {ts}")
     for r in by.get("ceiling", []):
         if "skipped" in r:

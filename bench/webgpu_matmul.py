@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import numpy as np
 
@@ -43,6 +44,7 @@ def main() -> None:
     result = {
         "adapter": info["device"], "backend": info["backend"], "software": info["software"],
         "shape": [args.rows, args.cols], "format": args.format, "weight_bytes": weight_bytes,
+        "xload": os.environ.get("STRATA_WEBGPU_XLOAD", "direct"),
         "us": {t: cost[t] * 1e6 for t in rows},
         "gb_per_s_t1": weight_bytes / cost[rows[0]] / 1e9,
         "cost_ratio": {t: cost[t] / cost[rows[0]] for t in rows},

@@ -17,6 +17,8 @@
 
 namespace strata {
 
+struct ExpertView;  // expert_store.h
+
 // Decode windows (root + drafts) have at most kDecodeRows rows. Every op is exact by default:
 // one fixed code path per output element whatever the row count, the other rows or the thread
 // count (batch invariance). The engine runs windows of up to kExactRows rows exactly (so any
@@ -166,6 +168,25 @@ public:
     // out[t] = that + sigmoid(shared_gate[t]) * shared[t] (out may alias shared).
     virtual void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H,
                              const float* shared, const float* shared_gate, float* out) = 0;
+    // The routed experts of a MoE layer with the router's choices left where router_topk wrote
+    // them (no readback): for the P = n*k (row, rank) pairs p of idx, D row p (H floats) = the
+    // SwiGLU FFN of expert idx[p] (of `experts`, every expert of the layer) on x row p / k.
+    // Each D row equals what the host-grouped path computes (gather, matmul, swiglu, matmul),
+    // bit for bit. GU: scratch of P * 2I floats. `ids` gets idx by the time the window's
+    // results are read (telemetry). Returns false where the backend has no such path (the
+    // default; the layer then reads idx on the host and groups rows by expert).
+    struct MoeExpertsArgs {
+        const float* x;
+        int ldx, n;
+        const int* idx;
+        int k;
+        const ExpertView* experts;
+        int n_experts, hidden, inter;
+        float* GU;
+        float* D;
+        std::shared_ptr<std::vector<int>> ids;
+    };
+    virtual bool moe_experts(const MoeExpertsArgs& /*a*/) { return false; }
     // x[i] += y[i]
     virtual void add(float* x, const float* y, size_t n) = 0;
     // The residual add and the next norm: x += y over rows x dim (packed), then out = rmsnorm(x)

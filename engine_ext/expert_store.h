@@ -28,6 +28,9 @@ public:
     // Read-ahead hint: experts predicted for a later layer (low priority). Default: ignore.
     virtual void prefetch(int /*layer*/, const std::vector<int>& /*experts*/) {}
     virtual bool wants_prefetch() const { return false; }
+    // Every expert of a layer, when all of them stay resident for the store's lifetime (no
+    // acquire/release needed: the backend may choose among them itself); null: stream them.
+    virtual const std::vector<ExpertView>* resident_layer(int /*layer*/) const { return nullptr; }
     // Whether an expert is resident and ready now (for cache-aware routing modes).
     virtual bool is_ready(int /*layer*/, int /*expert*/) const { return true; }
     // Adds this store's counters for the window that just ran, then clears them.

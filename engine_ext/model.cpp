@@ -126,6 +126,7 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
     win.tele = &tele_;
     win.union_per_moe = &run_union_;
     win.expert_bytes = &expert_bytes_;
+    win.late_ids = &late_ids_;
     be.embed(embed_, tokens, n, x);
     // each residual add goes with the norm that follows it (one fused op where the backend can)
     if (!blocks_.empty()) be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, blocks_[0].in_norm.data(), s.eps);
@@ -185,6 +186,7 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     window_has_drafts_ = T > 1 && T <= kDecodeRows;
     begin_window(T, keep_rows);
     run_union_.assign(n_moe_layers_, {});
+    late_ids_.clear();
     logits_.resize(size_t(last_only ? 1 : T) * spec_.vocab);
     try {
         for (int r0 = 0; r0 < T; r0 += kPassRows) {
@@ -215,6 +217,11 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
         distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
         tele_.weight_bytes += int64_t(distinct.size() * embed_.row_bytes);
     }
+    for (auto& [m, ids] : late_ids_) {  // read back with the logits
+        auto& u = run_union_[size_t(m)];
+        u.insert(u.end(), ids->begin(), ids->end());
+    }
+    late_ids_.clear();
     for (int m = 0; m < n_moe_layers_; ++m) {
         auto& u = run_union_[m];
         std::sort(u.begin(), u.end());

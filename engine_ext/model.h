@@ -101,6 +101,8 @@ private:
     RoutingOptions routing_;
     bool window_has_drafts_ = false;  // rows 1.. of this run are drafts (decode-size window)
     std::vector<std::vector<int>> run_union_;  // per MoE layer: experts used in this run
+    // the experts the backend chose itself (MoeWindow::late_ids), merged into run_union_
+    std::vector<std::pair<int, std::shared_ptr<std::vector<int>>>> late_ids_;
     std::vector<int64_t> expert_bytes_;         // per MoE layer: stored bytes of one expert
     int64_t dense_bytes_ = 0;                   // every non-expert weight a run reads, but the embedding
     std::vector<float> logits_;

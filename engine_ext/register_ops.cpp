@@ -372,11 +372,90 @@ void register_calls(py::module_& o) {
           py::arg("backend"), py::arg("src"), py::arg("heads") = 1, py::arg("threads") = 1);
 }
 
+// Arrays attached to a backend for one call (as the engine attaches its activations), so a
+// backend that keeps device copies runs its device-resident path; results read back, then
+// detached. On the CPU backend all of this is a no-op.
+struct AttachScope {
+    Backend& be;
+    std::vector<std::pair<const void*, size_t>> arrays;
+    AttachScope(Backend& b, bool on, std::vector<std::pair<const void*, size_t>> a) : be(b) {
+        if (!on) return;
+        arrays = std::move(a);
+        for (auto& [p, n] : arrays) be.attach(p, n, true);
+    }
+    void read_back() {
+        for (auto& [p, n] : arrays) be.to_host(p, n);
+    }
+    ~AttachScope() {
+        for (auto& [p, n] : arrays) be.detach(p);
+    }
+};
+
+// The composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many): not in the
+// Op table (their default is the plain ops in sequence); the per-op test checks them apart.
+void register_fused_calls(py::module_& o) {
+    o.def("add_rmsnorm",
+          [](const std::string& b, const F32& x, const F32& y, const F32& w, float eps, bool attached, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 2 && y.ndim() == 2 && x.shape(0) == y.shape(0) && x.shape(1) == y.shape(1),
+                   "add_rmsnorm: x and y (rows, dim) of one shape");
+              int rows = int(x.shape(0)), dim = int(x.shape(1));
+              need(w.ndim() == 1 && w.shape(0) == dim, "add_rmsnorm: w (dim,)");
+              F32 sum = out_like({rows, dim}), out = out_like({rows, dim});
+              std::memcpy(sum.mutable_data(), x.data(), sizeof(float) * size_t(x.size()));
+              std::vector<float> yy(y.data(), y.data() + y.size()), ww(w.data(), w.data() + w.size());
+              const size_t bytes = sizeof(float) * size_t(x.size());
+              float* ps = sum.mutable_data();
+              float* po = out.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  AttachScope sc(be, attached, {{ps, bytes}, {yy.data(), bytes}, {po, bytes}, {ww.data(), ww.size() * 4}});
+                  be.add_rmsnorm(ps, yy.data(), rows, dim, {po, dim, 0}, ww.data(), eps);
+                  sc.read_back();
+              }
+              return py::make_tuple(sum, out);
+          },
+          py::arg("backend"), py::arg("x"), py::arg("y"), py::arg("w"), py::arg("eps") = 1e-6f,
+          py::arg("attached") = false, py::arg("threads") = 1);
+    o.def("copy_many",
+          [](const std::string& b, const F32& src, int dst_size, const I32& jobs, bool attached, int threads) {
+              // jobs: (n, 9) rows of (rows, heads, dim, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs)
+              // over the flat src and a flat dst of dst_size floats that starts as -1
+              Backend& be = backend(b, threads);
+              need(jobs.ndim() == 2 && jobs.shape(1) == 9, "copy_many: jobs (n, 9)");
+              need(dst_size > 0, "copy_many: dst_size > 0");
+              std::vector<float> in(src.data(), src.data() + src.size());
+              F32 dst = out_like({dst_size});
+              std::fill(dst.mutable_data(), dst.mutable_data() + dst_size, -1.0f);
+              float* pd = dst.mutable_data();
+              std::vector<Backend::CopyJob> cj;
+              for (py::ssize_t i = 0; i < jobs.shape(0); ++i) {
+                  const int32_t* j = jobs.data() + i * 9;
+                  int64_t rows = j[0], heads = j[1], dim = j[2];
+                  need(rows > 0 && heads > 0 && dim > 0, "copy_many: empty job");
+                  int64_t s_end = j[3] + (rows - 1) * j[4] + (heads - 1) * j[5] + dim;
+                  int64_t d_end = j[6] + (rows - 1) * j[7] + (heads - 1) * j[8] + dim;
+                  need(j[3] >= 0 && j[6] >= 0 && s_end <= int64_t(in.size()) && d_end <= dst_size,
+                       "copy_many: job " + std::to_string(i) + " reaches past its array");
+                  cj.push_back({{in.data() + j[3], j[4], j[5]}, {pd + j[6], j[7], j[8]}, int(rows),
+                                int(heads), int(dim)});
+              }
+              py::gil_scoped_release rel;
+              AttachScope sc(be, attached, {{in.data(), in.size() * 4}, {pd, size_t(dst_size) * 4}});
+              be.copy_many(cj);
+              sc.read_back();
+              return dst;
+          },
+          py::arg("backend"), py::arg("src"), py::arg("dst_size"), py::arg("jobs"), py::arg("attached") = false,
+          py::arg("threads") = 1);
+}
+
 }  // namespace
 
 void register_ops(py::module_& m) {
     py::module_ o = m.def_submodule("ops", "single backend ops on numpy arrays (per-op consistency test)");
     o.def("backends", &backend_names, "names of the registered backends");
+    register_fused_calls(o);
     o.def("op_names", [] {
         std::vector<std::string> v;
         for (int i = 0; i < kOpCount; ++i) v.push_back(op_name(Op(i)));

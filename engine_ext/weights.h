@@ -74,6 +74,10 @@ public:
     void acquire_layer(int layer, const std::vector<int>& experts, const std::vector<int>& root,
                        std::vector<ExpertView>& out) override;
     void release_layer(int) override {}
+    const std::vector<ExpertView>* resident_layer(int layer) const override {
+        if (layer < 0 || layer >= int(layers_.size()) || layers_[size_t(layer)].empty()) return nullptr;
+        return &layers_[size_t(layer)];
+    }
 
 private:
     std::shared_ptr<WeightSource> src_;

@@ -3,8 +3,9 @@
 // ... of that row for every token in a fixed order, then a fixed tree over the WG partials.
 // Tokens are processed in blocks of TB; each token's sum is its own accumulator, so skipping
 // the absent tokens of the last block changes nothing: y[t] never depends on T.
-// The `_v4` entry points read four words (8 half values or 4 floats) per load; the host picks
-// them when a row is a whole number of 16-byte vectors. Either way one row's order is fixed.
+// The `_v4` entry point reads four words (8 half values) per load and stages x in workgroup
+// memory (matmul_rows.wgsl); the host picks it when a row is a whole number of 16-byte vectors.
+// Either way one row's order is fixed.
 struct Params {
     T: u32,          // rows of x
     K: u32,          // reduction length (columns of W)
@@ -25,21 +26,15 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
-var<workgroup> partial: array<f32, WG * TB>;
+const RB: u32 = {{RB}}u;
+{{include ROWS}}
+
+fn load_w(b: u32, i: u32) -> vec4<u32> { return w4[i]; }
 
 // The pad lane of an odd K reads as 0.
 fn x_at(t: u32, k: u32) -> f32 {
     if (k < p.K) { return x[p.x_off + t * p.x_stride + k]; }
     return 0.0;
-}
-
-fn bf16_pair(word: u32) -> vec2<f32> {
-    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
-}
-
-fn pair(word: u32) -> vec2<f32> {
-    if ({{BF16}}u == 1u) { return bf16_pair(word); }
-    return unpack2x16float(word);
 }
 
 // Fixed-order tree over the WG partials of each token of the block, then one write per token.
@@ -102,36 +97,24 @@ fn matmul_half(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
     }
 }
 
-// f16 and bf16 rows of a whole number of vec4<u32> (K a multiple of 8, x rows 4-float aligned):
-// eight values per load, their products summed in lane order into the token's accumulator.
+// f16 and bf16 rows of a whole number of vec4<u32> (K a multiple of 8): eight values per load,
+// RB weight rows per workgroup, x staged in workgroup memory: the loop of matmul_rows.wgsl
+// (shared with matmul_gathered.wgsl).
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let n = wid.y * p.groups_x + wid.x;
-    if (n >= p.N) { return; }
-    let base = n * (p.row_words / 4u);
+    let n0 = (wid.y * p.groups_x + wid.x) * RB;  // RB weight rows per workgroup
+    if (n0 >= p.N) { return; }
+    let nr = min(RB, p.N - n0);
     let quads = p.row_words / 4u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         let nt = min(TB, p.T - t0);
-        var acc: array<f32, TB>;
-        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
-        for (var i = lid; i < quads; i += WG) {
-            let q = w4[base + i];
-            let a = pair(q.x);
-            let b = pair(q.y);
-            let c = pair(q.z);
-            let d = pair(q.w);
-            let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
-            let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
-            for (var j = 0u; j < nt; j++) {
-                let xb = p.x_off + (t0 + j) * p.x_stride + 8u * i;
-                let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
-                let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
-                acc[j] = acc[j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
-            }
+        rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt);
+        if (lid < nr * nt) {
+            let r = lid / nt;
+            let j = lid % nt;
+            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = partial[r * TB + j];
         }
-        for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
-        reduce_and_store(lid, n, t0, nt);
+        workgroupBarrier();
     }
 }
-

@@ -1,29 +1,43 @@
 // Many products of one width and format (f16, or bf16 with BF16 = 1; rows of whole vec4<u32>)
-// in one dispatch: a MoE layer's selected experts (each over its own gathered rows of x), an
-// expert's gate and up, the router with the shared expert, q/k/v. Job j's matrix is a chunk at
-// vec4 index w_quad of weight buffer `buffer` (one of four bound; the backend keeps weights side
-// by side in a few large buffers), its rows of x start at x_off with stride x_stride and its
-// outputs at y_off with stride y_stride. Global row g of the dispatch is row g - first_row of
-// the last job with first_row <= g, and each row runs exactly the code of matmul.wgsl's
-// matmul_half_v4 (same loads, same per-thread order, same tree), so gathering changes no result.
+// in one dispatch, weights reached in up to four arena buffers (the backend keeps weights side
+// by side in a few large buffers). Every row runs rows_dot of matmul_rows.wgsl, the loop of
+// matmul.wgsl's matmul_half_v4 (same loads, same per-thread order, same tree), so neither
+// gathering nor routing changes a result.
+//
+// matmul_half_v4_gathered: jobs chosen by the host (a MoE layer's grouped experts when the host
+// groups rows, q/k/v, the router with the shared expert). Job j's matrix is a chunk at vec4
+// index w_quad of weight buffer `buffer`, its rows of x start at x_off with stride x_stride and
+// its outputs at y_off with stride y_stride. Workgroup g of the dispatch computes rows
+// (g - first) * RB .. + RB of the last job whose first workgroup `first` is <= g.
+//
+// matmul_half_v4_routed: matrices chosen on the device by the router's ids, with no readback:
+// pair p (token p / k, rank p % k) takes expert e = ids[ids_off + p] and matrix table[e * 3 +
+// mat0 + m] ((buffer, vec4 index) of the layer's gate, up, down of expert e), RB rows per
+// workgroup (rows_per_pair and half_rows are multiples of RB). Its rows_per_pair output rows are rows of matrix mat0 (r < half_rows), written to y[y_off + p * y_stride + r],
+// then rows of matrix mat0 + 1, written to y[y_off2 + p * y_stride + r - half_rows] (gate and up
+// into two packed arrays); its x row is token p / k (x_per_pair = 0) or p itself.
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read> wb0: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read> wb1: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read> wb2: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read> wb3: array<vec4<u32>>;
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
-var<workgroup> partial: array<f32, WG * TB>;
+const RB: u32 = {{RB}}u;
 
-fn bf16_pair(word: u32) -> vec2<f32> {
-    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
+fn load_w(b: u32, i: u32) -> vec4<u32> {
+    if (b == 0u) { return wb0[i]; }
+    if (b == 1u) { return wb1[i]; }
+    if (b == 2u) { return wb2[i]; }
+    return wb3[i];
 }
 
-fn pair(word: u32) -> vec2<f32> {
-    if ({{BF16}}u == 1u) { return bf16_pair(word); }
-    return unpack2x16float(word);
-}
+{{include ROWS}}
 
 struct Job {
-    w: vec4<u32>,  // (first global row, rows, weight buffer, vec4 index of the matrix)
+    w: vec4<u32>,  // (first workgroup, rows, weight buffer, vec4 index of the matrix)
     x: vec4<u32>,  // (T, x_off, x_stride, -)
     y: vec4<u32>,  // (y_off, y_stride, -, -)
 }
@@ -39,22 +53,11 @@ struct GatherParams {
     jobs: array<Job, {{MAX_JOBS}}>,
 }
 @group(0) @binding(0) var<uniform> gp: GatherParams;
-@group(0) @binding(5) var<storage, read> wb0: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read> wb1: array<vec4<u32>>;
-@group(0) @binding(7) var<storage, read> wb2: array<vec4<u32>>;
-@group(0) @binding(8) var<storage, read> wb3: array<vec4<u32>>;
-
-fn load_w(b: u32, i: u32) -> vec4<u32> {
-    if (b == 0u) { return wb0[i]; }
-    if (b == 1u) { return wb1[i]; }
-    if (b == 2u) { return wb2[i]; }
-    return wb3[i];
-}
 
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let g = wid.y * gp.groups_x + wid.x;
+    let g = wid.y * gp.groups_x + wid.x;  // workgroup: RB rows of one job
     if (g >= gp.total_rows) { return; }
     var lo = 0u;
     var hi = gp.n_jobs;
@@ -63,45 +66,73 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
         if (gp.jobs[mid].w.x <= g) { lo = mid; } else { hi = mid; }
     }
     let job = gp.jobs[lo];
-    let n = g - job.w.x;
-    let buf = job.w.z;
+    let n0 = (g - job.w.x) * RB;
+    let nr = min(RB, job.w.y - n0);
     let T = job.x.x;
-    let x_off = job.x.y;
-    let x_stride = job.x.z;
     let quads = gp.row_words / 4u;
-    let base = job.w.w + n * quads;
     for (var t0 = 0u; t0 < T; t0 += TB) {
         let nt = min(TB, T - t0);
-        var acc: array<f32, TB>;
-        for (var j = 0u; j < TB; j++) { acc[j] = 0.0; }
-        for (var i = lid; i < quads; i += WG) {
-            let q = load_w(buf, base + i);
-            let a = pair(q.x);
-            let b = pair(q.y);
-            let c = pair(q.z);
-            let d = pair(q.w);
-            let w_lo = vec4<f32>(a.x, a.y, b.x, b.y);
-            let w_hi = vec4<f32>(c.x, c.y, d.x, d.y);
-            for (var j = 0u; j < nt; j++) {
-                let xb = x_off + (t0 + j) * x_stride + 8u * i;
-                let x_lo = vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]);
-                let x_hi = vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]);
-                acc[j] = acc[j] + (dot(w_lo, x_lo) + dot(w_hi, x_hi));
-            }
-        }
-        for (var j = 0u; j < TB; j++) { partial[lid * TB + j] = acc[j]; }
-        for (var s = WG / 2u; s > 0u; s = s / 2u) {
-            workgroupBarrier();
-            if (lid < s) {
-                for (var j = 0u; j < nt; j++) {
-                    partial[lid * TB + j] = partial[lid * TB + j] + partial[(lid + s) * TB + j];
-                }
-            }
-        }
-        workgroupBarrier();
-        if (lid < nt) {
-            y[job.y.x + (t0 + lid) * job.y.y + n] = partial[lid];
+        rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt);
+        if (lid < nr * nt) {
+            let r = lid / nt;
+            let j = lid % nt;
+            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = partial[r * TB + j];
         }
         workgroupBarrier();
     }
+}
+
+struct RoutedParams {
+    K: u32,
+    row_words: u32,
+    groups_x: u32,
+    total_rows: u32,     // workgroups: pairs * rows_per_pair / RB
+    rows_per_pair: u32,
+    half_rows: u32,      // rows of matrix mat0; the rest are rows of matrix mat0 + 1
+    mat0: u32,           // 0: gate (and up), 2: down
+    k: u32,              // pairs per token
+    x_off: u32,
+    x_stride: u32,
+    x_per_pair: u32,     // 1: x row p, 0: x row p / k
+    y_off: u32,
+    y_stride: u32,
+    ids_off: u32,
+    n_experts: u32,
+    log_ids: u32,        // 1: write each pair's expert to ids_log (read back with the logits)
+    y_off2: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+@group(0) @binding(0) var<uniform> rp: RoutedParams;
+@group(0) @binding(9) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(10) var<storage, read> table: array<vec2<u32>>;
+@group(0) @binding(11) var<storage, read_write> ids_log: array<u32>;
+
+@compute @workgroup_size({{WG}})
+fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let g = wid.y * rp.groups_x + wid.x;  // workgroup: RB rows of one pair's matrix
+    if (g >= rp.total_rows) { return; }
+    let per_pair = rp.rows_per_pair / RB;
+    let p = g / per_pair;
+    let r0 = (g - p * per_pair) * RB;
+    let e = min(ids[rp.ids_off + p], rp.n_experts - 1u);
+    var m = 0u;
+    var n0 = r0;
+    var y0 = rp.y_off;
+    if (r0 >= rp.half_rows) {
+        m = 1u;
+        n0 = r0 - rp.half_rows;
+        y0 = rp.y_off2;
+    }
+    let at = table[e * 3u + rp.mat0 + m];
+    let quads = rp.row_words / 4u;
+    var t = p / rp.k;
+    if (rp.x_per_pair == 1u) { t = p; }
+    rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u);
+    if (lid < RB) {
+        y[y0 + p * rp.y_stride + n0 + lid] = partial[lid * TB];
+    }
+    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
 }

@@ -711,3 +711,85 @@ def test_engine_refuses_a_format_its_backend_cannot_compute(tmp_path):
     with pytest.raises(ModelError, match=f"tensor {target} is stored as {fmt}, which the cpu backend cannot"):
         E.Engine(spec, rows, threads=1)
     assert strata.load(path, threads=1).vocab_size > 0  # the same model in f32 loads
+
+
+# ---------------------------------------------------------------------------------------------
+# composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many): each must equal
+# its plain ops in sequence bit for bit, on host arrays and on arrays attached to the backend
+# (where the webgpu backend runs its one-dispatch path, as in the engine)
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_add_rmsnorm_equals_add_then_rmsnorm(backend, attached):
+    rng = np.random.default_rng(zlib.crc32(f"add_rmsnorm/{backend}/{attached}".encode()))
+    for rows, dim in ((1, 64), (5, 33), (3, 512), (2, 2048)):
+        x = _f(rng.standard_normal((rows, dim)) * 2)
+        y = _f(rng.standard_normal((rows, dim)))
+        w = _f(1 + 0.1 * rng.standard_normal(dim))
+        total, normed = ops.add_rmsnorm(backend, x, y, w, 1e-6, attached=attached)
+        want_total = ops.add(backend, x, y)
+        np.testing.assert_array_equal(total, want_total, err_msg=f"{rows}x{dim} sum")
+        want = ops.rmsnorm(backend, want_total.reshape(rows, 1, dim), w, 1e-6).reshape(rows, dim)
+        np.testing.assert_array_equal(normed, want, err_msg=f"{rows}x{dim} norm")
+        ref = _rms(want_total.reshape(rows, 1, dim).astype(np.float64), w, 1e-6).reshape(rows, dim)
+        assert np.all(np.abs(normed - ref) <= tolerance(backend, "rmsnorm") * (np.abs(ref) + 1e-30))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_add_rmsnorm_rows_are_batch_invariant(backend):
+    rng = np.random.default_rng(zlib.crc32(f"add_rmsnorm-rows/{backend}".encode()))
+    dim = 512
+    x1, y1 = _f(rng.standard_normal((1, dim))), _f(rng.standard_normal((1, dim)))
+    w = _f(1 + 0.1 * rng.standard_normal(dim))
+    base = ops.add_rmsnorm(backend, x1, y1, w, 1e-6, attached=True)
+    for T in range(1, 17):
+        x, y = _f(rng.standard_normal((T, dim))), _f(rng.standard_normal((T, dim)))
+        r = int(rng.integers(0, T))
+        x[r], y[r] = x1[0], y1[0]
+        got = ops.add_rmsnorm(backend, x, y, w, 1e-6, attached=True)
+        for i in range(2):
+            np.testing.assert_array_equal(got[i][r], base[i][0], err_msg=f"T={T} row {r} output {i}")
+
+
+def _copy_many_reference(src, dst_size, jobs):
+    dst = np.full(dst_size, -1.0, dtype=np.float32)
+    for rows, heads, dim, so, sld, shs, do, dld, dhs in jobs:
+        for r in range(rows):
+            for h in range(heads):
+                dst[do + r * dld + h * dhs: do + r * dld + h * dhs + dim] = src[so + r * sld + h * shs:
+                                                                            so + r * sld + h * shs + dim]
+    return dst
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_many_equals_each_copy(backend, attached):
+    # the GDN layer's de-interleaving: one fused projection row [q k v z b a] per token into
+    # packed per-head arrays, plus strided and single-value copies; up to 16 copies in a call
+    rng = np.random.default_rng(zlib.crc32(f"copy_many/{backend}/{attached}".encode()))
+    T, nk, dk, nv, dv = 5, 2, 16, 4, 8
+    W = 2 * nk * dk + 2 * nv * dv + 2 * nv
+    src = _f(rng.standard_normal(T * W + 7))
+    jobs, at = [], 0
+    for off, heads, dim in ((0, nk, dk), (nk * dk, nk, dk), (2 * nk * dk, nv, dv),
+                            (2 * nk * dk + nv * dv, nv, dv), (W - 2 * nv, 1, nv), (W - nv, 1, nv)):
+        jobs.append((T, heads, dim, off, W, dim, at, heads * dim, dim))
+        at += T * heads * dim
+    jobs.append((3, 2, 3, 5, 11, 4, at, 9, 4))  # strided on both sides, gaps left as -1
+    at += 3 * 9
+    for n in range(16 - len(jobs)):  # single values
+        jobs.append((1, 1, 1, 1 + 3 * n, 1, 1, at + n, 1, 1))
+    at += 16
+    for count in (1, 7, 16):
+        want = _copy_many_reference(src, at, jobs[:count])
+        got = ops.copy_many(backend, src, at, np.array(jobs[:count], dtype=np.int32), attached=attached)
+        np.testing.assert_array_equal(got, want, err_msg=f"{count} copies")
+
+
+def test_fused_ops_reject_bad_arguments():
+    with pytest.raises(ValueError, match="add_rmsnorm: w"):
+        ops.add_rmsnorm(BACKENDS[0], np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32),
+                        np.ones(7, np.float32))
+    with pytest.raises(ValueError, match="reaches past its array"):
+        ops.copy_many(BACKENDS[0], np.zeros(10, np.float32), 4, np.array([[1, 1, 8, 0, 8, 8, 0, 8, 8]], np.int32))

@@ -42,6 +42,38 @@ def test_preprocessor_names_a_missing_define(native):
         native.preprocess_wgsl("const TB = {{TB", {"TB": "8"}, "naga")
 
 
+def test_preprocessor_includes_files_with_their_placeholders(native):
+    files = {"rows.wgsl": "const TB = {{TB}}u;\n{{include inner.wgsl}}", "inner.wgsl": "fn f() -> u32 { return {{WG}}u; }",
+             "other.wgsl": "// other"}
+    out = native.preprocess_wgsl("{{include rows.wgsl}}\nfn g() {}", {"TB": "8", "WG": "64"}, "naga", files)
+    assert "const TB = 8u;" in out and "return 64u;" in out and out.rstrip().endswith("fn g() {}")
+    # an include named by a define takes the file that define names
+    out = native.preprocess_wgsl("{{include ROWS}}", {"ROWS": "other.wgsl"}, "naga", files)
+    assert out.strip() == "// other"
+    with pytest.raises(RuntimeError, match="cannot read shader missing.wgsl"):
+        native.preprocess_wgsl("{{include missing.wgsl}}", {}, "naga", files)
+    with pytest.raises(RuntimeError, match="bad include name"):
+        native.preprocess_wgsl("{{include ../x.wgsl}}", {}, "naga", files)
+    with pytest.raises(RuntimeError, match="nested deeper"):
+        native.preprocess_wgsl("{{include loop.wgsl}}", {}, "naga", {"loop.wgsl": "{{include loop.wgsl}}"})
+    with pytest.raises(RuntimeError, match="no include reader"):
+        native.preprocess_wgsl("{{include rows.wgsl}}", {"TB": "8"}, "naga")
+
+
+def test_matmul_kernels_share_one_row_loop():
+    # matmul.wgsl and matmul_gathered.wgsl compute rows only through the included rows_dot
+    # (bit-identical by construction), and both row files define it with one signature
+    from strata import webgpu
+
+    root = webgpu.shader_dir()
+    for name in ("matmul.wgsl", "matmul_gathered.wgsl"):
+        text = (root / name).read_text()
+        assert "{{include ROWS}}" in text and "fn rows_dot" not in text and "dot(w_lo" not in text
+    sig = "fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32)"
+    for name in ("matmul_rows.wgsl", "matmul_rows_direct.wgsl"):
+        assert sig in (root / name).read_text()
+
+
 def test_missing_library_is_one_line_error(native, tmp_path):
     # a fresh process: the library table is loaded once per process
     code = (

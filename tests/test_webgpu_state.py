@@ -2,7 +2,9 @@
 recurrence and conv history, and every activation of a window on the device. Commit, eager and
 lazy folds, save/load through the state blob and reset all act there; these tests check each
 against serial decoding or the CPU backend, and that a window goes back to the host only
-where the engine reads (the router's choices per MoE layer, the logits)."""
+where the engine reads: the logits, and the router's choices per MoE layer only where the host
+groups rows (f32 experts, STRATA_WEBGPU_FUSE=0); resident half-precision experts are chosen on
+the GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -193,6 +195,82 @@ def test_grouped_windows_equal_serial_decode(bf16_model):
     for window, keep in WINDOWS:
         logits = windowed.run(window)
         windowed.commit(keep)
+        for t in range(keep):
+            one = serial.run([window[t]])
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
+def test_resident_experts_are_chosen_on_the_device_one_submit_per_window(bf16_model, monkeypatch):
+    # every expert resident and half-precision: the router's ids stay on the GPU (the routed
+    # matmuls read them there), so a window is one submit (the logits), and the telemetry still
+    # names the experts each layer used (read back with the logits), as the host path does
+    import json
+    import os
+
+    with open(os.path.join(bf16_model, "config.json")) as f:
+        moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
+    device = gpu(bf16_model)
+    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
+    host = gpu(bf16_model)
+    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
+    for eng in (device, host):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for T in (1, 1, 3, 4):
+        before = device.backend_counters()
+        host_before = host.backend_counters()
+        window = list(range(60, 60 + T))
+        np.testing.assert_array_equal(device.run(window), host.run(window))
+        after = device.backend_counters()
+        assert after["submits"] - before["submits"] == 1, f"T={T}"
+        assert after["moe_on_device"] - before["moe_on_device"] == moe_layers
+        assert host.backend_counters()["submits"] - host_before["submits"] == moe_layers + 1
+        assert host.backend_counters()["moe_on_device"] == 0
+        td, th = device.last_telemetry(), host.last_telemetry()
+        for key in ("union_per_layer", "expert_ids", "expert_offsets", "weight_bytes"):
+            assert td[key] == th[key], f"T={T} {key}"
+        device.commit(1)
+        host.commit(1)
+
+
+@pytest.mark.parametrize("chunk", [32768, 8192])
+def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
+    # small weight chunks: the pool's arenas are that small too, so a MoE layer's experts lie in
+    # many arenas. 32 KiB: a layer's gates and ups span 2-3 arenas (the routed matmuls bind
+    # them all); 8 KiB: more than the 4 a dispatch binds, so the layer goes back to the host
+    # path and its gathered groups split whenever a 5th arena would join. Logits unchanged.
+    ref = gpu(bf16_model)
+    monkeypatch.setenv("STRATA_WEBGPU_CHUNK_BYTES", str(chunk))
+    small = gpu(bf16_model)
+    monkeypatch.delenv("STRATA_WEBGPU_CHUNK_BYTES")
+    for eng in (ref, small):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(small.run(window), ref.run(window), err_msg=f"window {window}")
+        small.commit(keep)
+        ref.commit(keep)
+    on_device = small.backend_counters()["moe_on_device"]
+    assert (on_device > 0) == (chunk == 32768)
+
+
+def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup, x staged in workgroup memory
+    # (matmul_rows.wgsl); the same per-thread order and tree as the default loop, so the same
+    # logits, and its windows' rows equal serial decoding (forced rejections) as well
+    default = gpu(bf16_model)
+    monkeypatch.setenv("STRATA_WEBGPU_XLOAD", "staged")
+    staged, serial = gpu(bf16_model), gpu(bf16_model)
+    monkeypatch.delenv("STRATA_WEBGPU_XLOAD")
+    for eng in (default, staged, serial):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in WINDOWS:
+        logits = staged.run(window)
+        np.testing.assert_array_equal(logits, default.run(window), err_msg=f"window {window}")
+        staged.commit(keep)
+        default.commit(keep)
         for t in range(keep):
             one = serial.run([window[t]])
             serial.commit(1)

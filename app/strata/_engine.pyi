@@ -327,6 +327,14 @@ class _Ops:
     def add(self, backend: str, x: np.ndarray, y: np.ndarray, threads: int = 1) -> np.ndarray: ...
     def copy(self, backend: str, src: np.ndarray, heads: int = 1, threads: int = 1) -> np.ndarray:
         """src (rows, heads * dim) copied through the backend's strided copy (a head stride of 2*dim)."""
+    def add_rmsnorm(self, backend: str, x: np.ndarray, y: np.ndarray, w: np.ndarray, eps: float = 1e-6,
+                    attached: bool = False, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(x + y, rmsnorm(x + y)) through Backend::add_rmsnorm; attached: the arrays attached to the
+        backend for the call (its device-resident path)."""
+    def copy_many(self, backend: str, src: np.ndarray, dst_size: int, jobs: np.ndarray, attached: bool = False,
+                  threads: int = 1) -> np.ndarray:
+        """Backend::copy_many over a flat src into a flat dst of dst_size floats (starting as -1); jobs
+        (n, 9) int32 rows of (rows, heads, dim, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs)."""
 
 ops: _Ops
 
@@ -354,7 +362,8 @@ class _WebGpuDevice:
 class _WebGpu:
     Device: type[_WebGpuDevice]
     WORKGROUP_SIZE: int
-    def preprocess_wgsl(self, source: str, defines: dict[str, str], dialect: str = "naga") -> str: ...
+    def preprocess_wgsl(self, source: str, defines: dict[str, str], dialect: str = "naga",
+                        includes: dict[str, str] | None = None) -> str: ...
     def library_version(self, library: str) -> str: ...
 
 webgpu: _WebGpu

@@ -1,5 +1,7 @@
 #include "layers/gdn.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 
@@ -83,6 +85,14 @@ void GdnLayer::advance_history(const float* hist, const float* x, int ldx, int n
     const int K1 = env_.spec.conv_k - 1, cd = conv_dim_;
     if (K1 <= 0) return;
     Backend& be = env_.be;
+    const int from_hist = std::max(0, K1 - n);  // rows of the new history that come from the old one
+    if (hist_out != hist || from_hist == 0) {   // straight into place: the last K1 rows of [hist; x]
+        if (from_hist) be.copy({hist + size_t(n) * cd, cd, 0}, {hist_out, cd, 0}, from_hist, 1, cd);
+        be.copy({x + size_t(n - (K1 - from_hist)) * ldx, ldx, 0}, {hist_out + size_t(from_hist) * cd, cd, 0},
+                K1 - from_hist, 1, cd);
+        return;
+    }
+    // in place with rows of the old history kept: through [hist; x] (the shift overlaps itself)
     ScratchScope sc(env_.scratch);
     float* all = sc.alloc<float>(size_t(K1 + n) * cd);
     be.copy({hist, cd, 0}, {all, cd, 0}, K1, 1, cd);

@@ -42,6 +42,36 @@ void FfnBlock::dense(const float* h, int n, float* out) {
     be.matmul({{g, n, I, down_.w, nullptr, out, H}});
 }
 
+bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
+                             float* shg, const float* shu, MoeWindow& win) {
+    const std::vector<ExpertView>* all = win.store->resident_layer(layer_);
+    if (!all || !win.late_ids) return false;
+    const ModelSpec& s = env_.spec;
+    Backend& be = env_.be;
+    const int H = s.hidden, k = s.top_k, I = s.moe_inter, SI = s.shared_inter;
+    const int NS = n * k;
+    ScratchScope sc(env_.scratch);
+    float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
+    float* D = sc.alloc<float>(size_t(NS) * H);
+    auto ids = std::make_shared<std::vector<int>>();
+    if (!be.moe_experts({h, H, n, idx, k, all->data(), int(all->size()), H, I, GU, D, ids})) return false;
+    win.late_ids->push_back({moe_index_, ids});
+    if (!all->empty())
+        (*win.expert_bytes)[moe_index_] =
+            int64_t((*all)[0].gate.bytes() + (*all)[0].up.bytes() + (*all)[0].down.bytes());
+    if (has_shared_) {
+        be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
+        be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
+    }
+    // D row p is pair p's: the slots are the pairs themselves
+    if (int(slots_.size()) < NS) {
+        slots_.resize(size_t(NS));
+        for (int i = 0; i < NS; ++i) slots_[size_t(i)] = i;
+    }
+    be.moe_combine(D, slots_.data(), wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
+    return true;
+}
+
 void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     if (!moe()) return dense(h, n, out);
     const ModelSpec& s = env_.spec;
@@ -78,6 +108,8 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         win.tele->approximate = true;
     } else {
         be.router_topk(logits, n, E, k, s.norm_topk, idx, wts);
+        // every expert resident: a backend that can chooses them itself, with no readback
+        if (run_on_device(h, n, idx, wts, out, sg, shg, shu, win)) return;
         be.to_host(idx, sizeof(int) * size_t(n) * k);  // the host groups rows by expert (one readback per layer)
     }
     std::vector<int> uni = expert_union(idx, n, k);

@@ -2,6 +2,8 @@
 // experts reached through the ExpertStore, optional shared expert with a sigmoid gate).
 // Stateless across windows.
 #pragma once
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "expert_store.h"
@@ -20,6 +22,9 @@ struct MoeWindow {
     WindowTelemetry* tele = nullptr;  // approximate flag
     std::vector<std::vector<int>>* union_per_moe = nullptr;  // experts used, per MoE layer
     std::vector<int64_t>* expert_bytes = nullptr;  // stored bytes of one expert, per MoE layer
+    // (MoE layer, ids) of layers whose experts the backend chose itself (Backend::moe_experts):
+    // the ids arrive with the window's results, for the telemetry
+    std::vector<std::pair<int, std::shared_ptr<std::vector<int>>>>* late_ids = nullptr;
 };
 
 class FfnBlock {
@@ -34,6 +39,9 @@ public:
 
 private:
     void dense(const float* h, int n, float* out);
+    // The routed experts through Backend::moe_experts (every expert resident); false: the host path.
+    bool run_on_device(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
+                       float* shg, const float* shu, MoeWindow& win);
     LayerEnv env_;
     int layer_;
     int moe_index_;     // index among MoE layers, -1: dense MLP
@@ -43,6 +51,7 @@ private:
     const FfnBlock* next_ = nullptr;
     std::vector<ExpertView> views_;      // reused per run (no allocation once warm)
     std::vector<MatJob> jobs1_, jobs2_;
+    std::vector<int> slots_;  // 0, 1, 2, ...: moe_combine's slots when D rows are the pairs
 };
 
 }  // namespace strata

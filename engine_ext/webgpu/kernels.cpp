@@ -1,6 +1,7 @@
 #include "webgpu/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -81,8 +82,20 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
     }
 }
 
+Kernels::Kernels(Device& device) : device_(device) {
+    const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
+    if (xload && std::string(xload) == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
+        rows_file_ = "matmul_rows.wgsl";
+        rb_ = 4;
+    }
+}
+
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
     extra["WG"] = std::to_string(kWorkgroup);
+    if (file.rfind("matmul", 0) == 0) {
+        extra["ROWS"] = rows_file_;
+        extra["RB"] = std::to_string(rb_);
+    }
     return device_.pipeline(file, entry, extra);
 }
 
@@ -108,8 +121,9 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
                                    {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}});
     uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (auto& c : m.chunks) {
-        uint32_t gx = std::min(c.rows, max_groups);
-        uint32_t gy = (c.rows + gx - 1) / gx;
+        uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
+        uint32_t gx = std::min(groups, max_groups);
+        uint32_t gy = (groups + gx - 1) / gx;
         struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
             T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
         if (v4)
@@ -154,7 +168,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
             bound.push_back(BufRef(c.buffer));
         }
         p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
-        rows += m.rows;
+        rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
     }
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     p.K = m0.cols;
@@ -170,6 +184,48 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+}
+
+void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
+                            const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a) {
+    if (!a.pairs) return;
+    check(a.format != WeightFormat::F32 && a.row_words % 4 == 0 && uint64_t(a.K) == 2ull * a.row_words,
+          "matmul_routed", "half-precision rows of whole vec4 words");
+    check(!weights.empty() && weights.size() <= kGatherBuffers, "matmul_routed", "1..4 weight buffers");
+    check(a.k > 0 && a.n_experts > 0 && a.half_rows > 0 && a.half_rows <= a.rows_per_pair &&
+              (a.mat0 == 0 || (a.mat0 == 2 && a.half_rows == a.rows_per_pair)),
+          "matmul_routed", "pair layout");
+    const uint32_t second = a.rows_per_pair - a.half_rows;
+    check(a.y_stride >= std::max(a.half_rows, second) && a.x_stride >= a.K, "matmul_routed", "rows and strides");
+    uint32_t x_rows = a.x_per_pair ? a.pairs : (a.pairs + a.k - 1) / a.k;
+    need(x, a.x_off + uint64_t(x_rows - 1) * a.x_stride + a.K, "matmul_routed", "x");
+    need(y, a.y_off + uint64_t(a.pairs - 1) * a.y_stride + a.half_rows, "matmul_routed", "y");
+    if (second) need(y, a.y_off2 + uint64_t(a.pairs - 1) * a.y_stride + second, "matmul_routed", "y (second matrix)");
+    need(ids, uint64_t(a.ids_off) + a.pairs, "matmul_routed", "ids");
+    need(table, uint64_t(a.n_experts) * 3 * 2, "matmul_routed", "table");
+    check(a.half_rows % rb_ == 0 && a.rows_per_pair % rb_ == 0, "matmul_routed",
+          "rows per pair a multiple of " + std::to_string(rb_));
+    uint64_t rows = uint64_t(a.pairs) * a.rows_per_pair / rb_;  // workgroups
+    check(rows <= UINT32_MAX, "matmul_routed", "too many rows");
+    uint32_t gx = uint32_t(std::min<uint64_t>(rows, device_.limits().max_workgroups_per_dimension));
+    struct {
+        uint32_t K, row_words, groups_x, total_rows, rows_per_pair, half_rows, mat0, k;
+        uint32_t x_off, x_stride, x_per_pair, y_off, y_stride, ids_off, n_experts, log_ids;
+        uint32_t y_off2, pad[3];
+    } p{a.K, a.row_words, gx, uint32_t(rows), a.rows_per_pair, a.half_rows, a.mat0, a.k,
+        a.x_off, a.x_stride, a.x_per_pair, a.y_off, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
+        a.y_off2, {0, 0, 0}};
+    if (ids_log) need(ids_log, a.pairs, "matmul_routed", "ids log");
+    const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_routed",
+                                  {{"TB", std::to_string(kTokenBlock)},
+                                   {"BF16", a.format == WeightFormat::BF16 ? "1" : "0"},
+                                   {"MAX_JOBS", std::to_string(kGatherJobs)}});
+    std::vector<BufRef> b = {x, nullptr, y, nullptr};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    b.push_back(ids);
+    b.push_back(table);
+    b.push_back(ids_log ? ids_log : ids);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
 }
 
 void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,

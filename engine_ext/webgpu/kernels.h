@@ -43,7 +43,13 @@ public:
     static constexpr uint32_t kMaxExperts = 1024;
     static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
 
-    explicit Kernels(Device& device) : device_(device) {}
+    // The half-precision matmuls read x straight from storage, one weight row per workgroup
+    // (matmul_rows_direct.wgsl); STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup and x
+    // staged in workgroup memory (matmul_rows.wgsl), same values, 7x slower at T=1 on the H200
+    // (2026-12-03), so not the default
+    explicit Kernels(Device& device);
+    // Weight rows per workgroup of the half-precision vec4 matmuls (1; 4 with XLOAD=staged).
+    uint32_t rows_per_workgroup() const { return rb_; }
     Device& device() { return device_; }
 
     // y[T][m.rows] = x[T][m.cols] * m^T; x row t at x_off + t*x_stride (floats; 0: m.cols),
@@ -62,6 +68,21 @@ public:
     static constexpr uint32_t kGatherBuffers = 4;
     static bool gather_ok(const GpuMatrix& m);
     void matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
+    // Matrices chosen on the device (matmul_gathered.wgsl's matmul_half_v4_routed): for each of
+    // `pairs` (token, rank) pairs, expert ids[ids_off + p] and its matrices from `table` ((buffer
+    // index, vec4 index) per expert and matrix: gate, up, down), weights in at most
+    // kGatherBuffers buffers. Gate and up (mat0 0): rows_per_pair 2I, half_rows I, gate rows to
+    // y_off, up rows to y_off2; down (mat0 2): rows_per_pair = half_rows = H. Pair p's outputs
+    // start at p * y_stride. ids_log (optional) gets each pair's expert. Each row equals
+    // matmul's bit for bit.
+    struct Routed {
+        WeightFormat format;
+        uint32_t pairs, k, K, row_words;
+        uint32_t rows_per_pair, half_rows, mat0;
+        uint32_t x_off, x_stride, x_per_pair, y_off, y_off2, y_stride, ids_off, n_experts;
+    };
+    void matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
+                       const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
@@ -122,6 +143,8 @@ private:
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
+    std::string rows_file_ = "matmul_rows_direct.wgsl";
+    uint32_t rb_ = 1;
 };
 
 }  // namespace strata::webgpu

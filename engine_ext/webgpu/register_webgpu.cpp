@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 
 #include "webgpu/device.h"
 #include "webgpu/kernels.h"
@@ -81,6 +83,8 @@ void register_webgpu(py::module_& parent) {
             o.shader_dir = cfg[1].cast<std::string>();
             o.adapter = cfg[2].cast<std::string>();
         }
+        // tests: small weight chunks, so that one layer's matrices span many arenas
+        if (const char* chunk = std::getenv("STRATA_WEBGPU_CHUNK_BYTES")) o.max_chunk_bytes = std::strtoull(chunk, nullptr, 10);
         try {
             return std::make_unique<WebGpuBackend>(o);
         } catch (const std::runtime_error& e) {  // no adapter / driver / library: the user's to fix
@@ -89,11 +93,20 @@ void register_webgpu(py::module_& parent) {
     });
     py::module_ m = parent.def_submodule("webgpu", "WebGPU device and WGSL kernels (wgpu-native, loaded at run time)");
     m.def("preprocess_wgsl",
-          [](const std::string& source, const std::map<std::string, std::string>& defines, const std::string& dialect) {
+          [](const std::string& source, const std::map<std::string, std::string>& defines, const std::string& dialect,
+             std::optional<std::map<std::string, std::string>> includes) {
               if (dialect != "naga" && dialect != "dawn") throw std::invalid_argument("dialect must be naga or dawn");
-              return preprocess_wgsl(source, "<source>", defines, dialect == "naga" ? ShaderDialect::Naga : ShaderDialect::Dawn);
+              ShaderIncludes read;
+              if (includes)
+                  read = [files = *includes](const std::string& name) {
+                      auto it = files.find(name);
+                      if (it == files.end()) throw std::runtime_error("cannot read shader " + name);
+                      return it->second;
+                  };
+              return preprocess_wgsl(source, "<source>", defines, dialect == "naga" ? ShaderDialect::Naga : ShaderDialect::Dawn,
+                                     read);
           },
-          py::arg("source"), py::arg("defines"), py::arg("dialect") = "naga");
+          py::arg("source"), py::arg("defines"), py::arg("dialect") = "naga", py::arg("includes") = py::none());
     m.def("library_version", [](const std::string& library) { return version_string(load_wgpu(library).version); });
     m.attr("WORKGROUP_SIZE") = Kernels::kWorkgroup;
 

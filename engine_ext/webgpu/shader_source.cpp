@@ -17,10 +17,9 @@ bool naga_drops(const std::string& line) {
     return compact == "enablesubgroups;";
 }
 
-}  // namespace
-
-std::string preprocess_wgsl(const std::string& source, const std::string& file,
-                            const ShaderDefines& defines, ShaderDialect dialect) {
+// {{NAME}} -> its define, {{include FILE}} -> FILE's text, itself substituted.
+std::string substitute(const std::string& source, const std::string& file, const ShaderDefines& defines,
+                       const ShaderIncludes& includes, int depth) {
     std::string substituted;
     substituted.reserve(source.size());
     size_t pos = 0;
@@ -33,12 +32,32 @@ std::string preprocess_wgsl(const std::string& source, const std::string& file,
         size_t close = source.find("}}", open + 2);
         if (close == std::string::npos) throw std::runtime_error(file + ": unterminated '{{' placeholder");
         std::string name = source.substr(open + 2, close - open - 2);
+        substituted.append(source, pos, open - pos);
+        pos = close + 2;
+        if (name.rfind("include ", 0) == 0) {
+            std::string inc = name.substr(8);
+            auto named = defines.find(inc);  // a define's key: the file that define names
+            if (named != defines.end()) inc = named->second;
+            if (!includes) throw std::runtime_error(file + ": {{" + name + "}} but no include reader");
+            if (inc.empty() || inc.find('/') != std::string::npos || inc.find('\\') != std::string::npos)
+                throw std::runtime_error(file + ": bad include name '" + inc + "' (a file of the same folder)");
+            if (depth >= kMaxIncludeDepth)
+                throw std::runtime_error(file + ": includes nested deeper than " + std::to_string(kMaxIncludeDepth));
+            substituted += substitute(includes(inc), inc, defines, includes, depth + 1);
+            continue;
+        }
         auto it = defines.find(name);
         if (it == defines.end()) throw std::runtime_error(file + ": no value for placeholder {{" + name + "}}");
-        substituted.append(source, pos, open - pos);
         substituted += it->second;
-        pos = close + 2;
     }
+    return substituted;
+}
+
+}  // namespace
+
+std::string preprocess_wgsl(const std::string& source, const std::string& file,
+                            const ShaderDefines& defines, ShaderDialect dialect, const ShaderIncludes& includes) {
+    std::string substituted = substitute(source, file, defines, includes, 0);
     if (dialect == ShaderDialect::Dawn) return substituted;
     std::istringstream lines(substituted);
     std::string line, out;
@@ -50,14 +69,23 @@ std::string preprocess_wgsl(const std::string& source, const std::string& file,
     return out;
 }
 
-std::string ShaderLibrary::load(const std::string& file, const ShaderDefines& defines,
-                                ShaderDialect dialect) const {
-    std::string path = dir_ + "/" + file;
+namespace {
+
+std::string read_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read shader " + path + " (is strata installed with its shaders/?)");
     std::stringstream text;
     text << in.rdbuf();
-    return preprocess_wgsl(text.str(), path, defines, dialect);
+    return text.str();
+}
+
+}  // namespace
+
+std::string ShaderLibrary::load(const std::string& file, const ShaderDefines& defines,
+                                ShaderDialect dialect) const {
+    std::string path = dir_ + "/" + file;
+    return preprocess_wgsl(read_text(path), path, defines, dialect,
+                           [this](const std::string& name) { return read_text(dir_ + "/" + name); });
 }
 
 }  // namespace strata::webgpu

@@ -261,6 +261,12 @@ BufferPtr WebGpuBackend::temp(uint64_t bytes) {
 }
 
 void WebGpuBackend::flush() {
+    for (auto& l : late_reads_) {  // ids the device chose, for the window's telemetry
+        auto host = std::make_shared<std::vector<uint32_t>>(l.n);
+        rec_.download(l.buf, 0, uint64_t(l.n) * 4, host->data());
+        after_flush_.push_back([host, out = l.out] { out->assign(host->begin(), host->end()); });
+    }
+    late_reads_.clear();
     if (!rec_.empty()) {
         dispatches_ += rec_.dispatches();
         ++submits_;
@@ -459,8 +465,11 @@ void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float
         }
     OpArgs a(*this);
     BufRef bcs = a.in(span(cs.data(), cs.size()), "cos/sin");
-    BufRef bx = a.inout(View{x.p, rows, x.ld, heads, x.hs, 2 * half}, "x");
-    kernels_->rotary(rec_, bx, bcs, uint32_t(rows), uint32_t(heads), uint32_t(2 * half), uint32_t(2 * half));
+    // whole heads where they lie side by side (the kernel leaves the lanes past 2*half alone):
+    // packed, so rotated in place; else only the rotated lanes, through a packed copy
+    const int D = heads > 1 && x.hs >= 2 * half ? x.hs : 2 * half;
+    BufRef bx = a.inout(View{x.p, rows, x.ld, heads, x.hs, D}, "x");
+    kernels_->rotary(rec_, bx, bcs, uint32_t(rows), uint32_t(heads), uint32_t(D), uint32_t(2 * half));
     a.done();
 }
 
@@ -604,6 +613,100 @@ void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w,
     BufRef y = a.out(span(out, ny), "moe out");
     kernels_->moe_combine(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H), bsh, bsg, y);
     a.done();
+}
+
+const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsArgs& a) {
+    auto found = routed_.find(a.experts[0].gate.data);
+    if (found != routed_.end()) return found->second;
+    RoutedLayer& L = routed_[a.experts[0].gate.data];
+    const int E = a.n_experts, H = a.hidden, I = a.inter;
+    const WFormat f = a.experts[0].gate.format;
+    const int rb = int(kernels_->rows_per_workgroup());
+    bool ok = (f == WFormat::F16 || f == WFormat::BF16) && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
+    uint64_t gu_bytes = 0, down_bytes = 0;  // what is still to upload
+    for (int e = 0; ok && e < E; ++e) {
+        const ExpertView& v = a.experts[e];
+        ok = v.gate.format == f && v.up.format == f && v.down.format == f && v.gate.rows == I && v.gate.cols == H &&
+             v.up.rows == I && v.up.cols == H && v.down.rows == H && v.down.cols == I;
+        if (!weights_.count(v.gate.data)) gu_bytes += uint64_t(I) * H * 2;
+        if (!weights_.count(v.up.data)) gu_bytes += uint64_t(I) * H * 2;
+        if (!weights_.count(v.down.data)) down_bytes += uint64_t(I) * H * 2;
+    }
+    if (!ok) return L;
+    std::vector<uint32_t> table(size_t(E) * 3 * 2);
+    auto place = [&](const MatView& W, size_t slot, std::vector<BufRef>& bufs) {
+        const GpuMatrix& m = weights(W);
+        if (!Kernels::gather_ok(m)) return false;
+        const GpuMatrix::Chunk& c = m.chunks[0];
+        uint32_t b = 0;
+        while (b < bufs.size() && bufs[b].buf != c.buffer) ++b;
+        if (b == bufs.size()) {
+            if (bufs.size() >= Kernels::kGatherBuffers) return false;
+            bufs.push_back(BufRef(c.buffer));
+        }
+        table[slot * 2] = b;
+        table[slot * 2 + 1] = uint32_t(c.offset / 16);
+        return true;
+    };
+    // each layer's gates and ups side by side, then its downs: two dispatches bind few arenas
+    pool_->reserve(gu_bytes);
+    for (int e = 0; ok && e < E; ++e)
+        ok = place(a.experts[e].gate, size_t(e) * 3, L.gu_buffers) && place(a.experts[e].up, size_t(e) * 3 + 1, L.gu_buffers);
+    pool_->reserve(down_bytes);
+    for (int e = 0; ok && e < E; ++e) ok = place(a.experts[e].down, size_t(e) * 3 + 2, L.down_buffers);
+    if (!ok) return L;
+    L.format = to_weight_format(f);
+    L.gu_row_words = weights(a.experts[0].gate).row_words;
+    L.down_row_words = weights(a.experts[0].down).row_words;
+    L.table = device_->upload(table.data(), table.size() * 4, "expert table");
+    L.ok = true;
+    return L;
+}
+
+bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
+    if (!fuse_ || a.n <= 0 || a.k <= 0 || a.n_experts <= 0) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    // first, even when this window's arrays are host memory (an engine's first pass, before its
+    // scratch arena is sized and attached): the layer's experts are uploaded side by side before
+    // the host path would upload the ones it picks in routing order
+    const RoutedLayer& L = routed_layer(a);
+    if (!L.ok) return false;
+    const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
+    uint64_t xo = 0, io = 0, go = 0, d_off = 0;
+    const Region* rx = find(a.x, (uint64_t(a.n - 1) * a.ldx + H) * 4, xo);
+    const Region* ri = find(a.idx, P * 4, io);
+    const Region* rg = find(a.GU, P * 2 * I * 4, go);
+    const Region* rd = find(a.D, P * H * 4, d_off);
+    if (!rx || !ri || !rg || !rd) return false;
+    if ((go / 4 + P * 2 * I) > UINT32_MAX || (d_off / 4 + P * H) > UINT32_MAX || xo / 4 > UINT32_MAX ||
+        io / 4 > UINT32_MAX)
+        return false;
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
+    BufferPtr log = temp(P * 4);
+    // gate and up of each pair's expert on its token's row: G [P][I], then U [P][I]
+    Kernels::Routed gu{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0,
+                       uint32_t(xo / 4), uint32_t(a.ldx), 0, uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I),
+                       uint32_t(io / 4), E};
+    kernels_->matmul_routed(rec_, BufRef(rx->buf), BufRef(rg->buf), BufRef(ri->buf), BufRef(L.table), L.gu_buffers,
+                            BufRef(log), gu);
+    {
+        OpArgs args(*this);
+        BufRef g = args.in(span(a.GU, P * I), "gate");
+        BufRef u = args.in(span(a.GU + P * I, P * I), "up");
+        BufRef y = args.out(span(a.GU, P * I), "swiglu");
+        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(P * I));
+        args.done();
+    }
+    // each pair's down projection of its own row of G
+    Kernels::Routed dn{L.format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2,
+                       uint32_t(go / 4), uint32_t(I), 1, uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H),
+                       uint32_t(io / 4), E};
+    kernels_->matmul_routed(rec_, BufRef(rg->buf), BufRef(rd->buf), BufRef(ri->buf), BufRef(L.table), L.down_buffers,
+                            BufRef(), dn);
+    if (a.ids) late_reads_.push_back({log, p32, a.ids});
+    ++routed_layers_run_;
+    submit_early();
+    return true;
 }
 
 void WebGpuBackend::add(float* x, const float* y, size_t n) {

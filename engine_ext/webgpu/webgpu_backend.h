@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "backend.h"
+#include "expert_store.h"
 #include "webgpu/device.h"
 #include "webgpu/kernels.h"
 
@@ -45,6 +46,7 @@ public:
     void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) override;
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
+    bool moe_experts(const MoeExpertsArgs& a) override;
     void add(float* x, const float* y, size_t n) override;
     void add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) override;
     void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
@@ -57,7 +59,7 @@ public:
     std::vector<std::pair<std::string, double>> counters() const override {
         return {{"submits", double(submits_)}, {"early_submits", double(early_submits_)},
                 {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
-                {"encode_s", encode_s_}, {"run_s", run_s_}};
+                {"encode_s", encode_s_}, {"run_s", run_s_}, {"moe_on_device", double(routed_layers_run_)}};
     }
 
 private:
@@ -105,6 +107,27 @@ private:
         Kernels::GatherJob job{};
     };
     bool gatherable(const MatJob& job, GatherPlace& at);
+    // A MoE layer whose experts the device chooses (moe_experts): every expert uploaded, the
+    // (buffer, vec4 index) of each one's gate, up and down in `table`; ok = false: the layer's
+    // experts do not fit the routed kernel (format, shape, more than kGatherBuffers arenas) and
+    // the host groups its rows.
+    struct RoutedLayer {
+        bool ok = false;
+        WeightFormat format = WeightFormat::F16;
+        uint32_t gu_row_words = 0, down_row_words = 0;
+        BufferPtr table;
+        std::vector<BufRef> gu_buffers, down_buffers;
+    };
+    std::unordered_map<const void*, RoutedLayer> routed_;  // by the layer's first expert's gate
+    const RoutedLayer& routed_layer(const MoeExpertsArgs& a);
+    // ids logged on the device, downloaded at the next wait into `out`
+    struct LateRead {
+        BufferPtr buf;
+        uint32_t n;
+        std::shared_ptr<std::vector<int>> out;
+    };
+    std::vector<LateRead> late_reads_;
+    uint64_t routed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };

@@ -25,6 +25,10 @@ public:
     // The caller makes sure no recorded, unsubmitted dispatch still reads the slot.
     void give_back(const WeightSlot& slot) { free_[slot.bytes].push_back(slot); }
     size_t arenas() const { return arenas_.size(); }
+    // The next takes, `bytes` in all, are about to belong together (a MoE layer's experts, bound
+    // in one dispatch): when they would not fit in what is left of the last arena, start a new
+    // one of up to the chunk size for them, so they span as few arenas as the chunk size allows.
+    void reserve(uint64_t bytes);
 
 private:
     struct Arena {
