@@ -51,7 +51,13 @@ def load_hf(folder: str) -> tuple[dict, dict[str, np.ndarray]]:
     tensors: dict[str, np.ndarray] = {}
     for fn in sorted(os.listdir(folder)):
         if fn.endswith(".safetensors"):
-            for k, v in load_file(os.path.join(folder, fn)).items():
+            try:
+                items = load_file(os.path.join(folder, fn)).items()
+            except TypeError:  # bfloat16, which NumPy has no type for: through torch, exactly
+                from safetensors.torch import load_file as load_torch
+
+                items = [(k, v.float().numpy()) for k, v in load_torch(os.path.join(folder, fn)).items()]
+            for k, v in items:
                 if "visual" in k or k.startswith("mtp."):
                     continue
                 for p in _PREFIXES:
@@ -239,8 +245,11 @@ def add_tokenizer(w: GGUFWriter, tokenizer_json: str, chat_template: str | None 
 
 def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json: str | None = None,
                chat_template: str | None = None, split_max_tensors: int = 0, expert_qtype: str | None = None,
-               dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False) -> str:
+               dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False,
+               keep_f32: str | None = None) -> str:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
+    keep_f32: a regex; tensors whose GGUF name it matches stay F32 (llama.cpp's quantizer keeps
+    the router, ffn_gate_inp, in F32).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
     of its blocks, in F32: the reference a quantized file must match."""
@@ -281,6 +290,8 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
         add_tokenizer(w, tokenizer_json, chat_template)
     for name, x in tensors.items():
         q = (expert_qtype or qtype) if ("_exps." in name or re.match(r"blk\.\d+\.ffn_(gate|up|down)\.\d+\.", name)) else qtype
+        if keep_f32 and re.search(keep_f32, name):
+            q = "F32"
         if x.ndim == 3:  # stacked experts: every [rows, cols] slab in the same format
             parts = [encode(x[e], q) for e in range(x.shape[0])]
             data, t = np.stack([p[0] for p in parts]), parts[0][1]
