@@ -92,13 +92,16 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return out.reshape(rows, cols // 256 * 144)
 
 
-def encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, GT]:
-    """A 2-D f32 matrix in the requested format, or F32 where its rows are not whole blocks."""
+def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray, GT]:
+    """A 2-D f32 matrix in the requested format, or in `fallback` (F32, or F16 as llama.cpp's
+    quantizer does) where its rows are not whole blocks."""
     if x.ndim == 2 and qtype == "Q4_K" and x.shape[1] % 256 == 0:
         return quantize_q4_k(x), GT.Q4_K
     if x.ndim >= 2 and qtype in ("Q8_0", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t
+    if x.ndim >= 2 and qtype != "F32" and fallback == "F16":
+        return quants.quantize(x, GT.F16), GT.F16
     return np.ascontiguousarray(x, dtype=np.float32), GT.F32
 
 
@@ -246,10 +249,11 @@ def add_tokenizer(w: GGUFWriter, tokenizer_json: str, chat_template: str | None 
 def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json: str | None = None,
                chat_template: str | None = None, split_max_tensors: int = 0, expert_qtype: str | None = None,
                dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False,
-               keep_f32: str | None = None) -> str:
+               keep_f32: str | None = None, fallback: str = "F32") -> str:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
     keep_f32: a regex; tensors whose GGUF name it matches stay F32 (llama.cpp's quantizer keeps
-    the router, ffn_gate_inp, in F32).
+    the router, ffn_gate_inp, in F32). fallback: the format of matrices whose rows are not whole
+    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
     of its blocks, in F32: the reference a quantized file must match."""
@@ -293,10 +297,10 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
         if keep_f32 and re.search(keep_f32, name):
             q = "F32"
         if x.ndim == 3:  # stacked experts: every [rows, cols] slab in the same format
-            parts = [encode(x[e], q) for e in range(x.shape[0])]
+            parts = [encode(x[e], q, fallback) for e in range(x.shape[0])]
             data, t = np.stack([p[0] for p in parts]), parts[0][1]
         else:
-            data, t = encode(x, q) if x.ndim == 2 else (x, GT.F32)
+            data, t = encode(x, q, fallback) if x.ndim == 2 else (x, GT.F32)
         if dequantized and t != GT.F32:
             data, t = np.asarray(quants.dequantize(data, t), np.float32).reshape(x.shape), GT.F32
         w.add_tensor(name, data, raw_dtype=t)
