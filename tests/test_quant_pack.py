@@ -1,6 +1,6 @@
 """Quantized packs: `strata convert file.gguf PACK` keeps the GGUF blocks per expert blob, and the
 pack's logits equal the .gguf file's bit for bit at every cache size (T=1 and drafted windows);
-`strata convert HF --quantize q8_0|q4_k|q6_k` writes valid blocks (Q8_0: gguf-py's, byte for byte)."""
+`strata convert HF --quantize q8_0|q4_k|q5_k|q6_k` writes valid blocks (Q8_0: gguf-py's, byte for byte)."""
 from __future__ import annotations
 
 import json
@@ -192,4 +192,4 @@ def test_quantize_refuses_unknown_format_and_gguf_source(gguf_and_pack, tmp_path
         convert(src, str(tmp_path / "x"), quantize="q8_0")
     with pytest.raises(UsageError, match="q3_x") as ei:
         convert(os.path.dirname(src), str(tmp_path / "y"), quantize="q3_x")
-    assert "q8_0, q4_k, q6_k" in str(ei.value)
+    assert "q8_0, q4_k, q5_k, q6_k" in str(ei.value)
