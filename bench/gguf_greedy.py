@@ -208,7 +208,7 @@ def main() -> None:
                 block = [f"**{name}**, prompt of {k} {source}: llama.cpp's top-1 minus top-2 logit along its "
                           f"greedy path: median {np.median(m):.3g}, smallest {m.min():.3g} "
                           f"({int((m < 1e-2).sum())} of {len(m)} steps below 0.01)", "",
-                          "| reference | other | greedy tokens equal | steps bit-identical | logits rel. L2 median "
+                          "| reference | other | greedy tokens equal | first steps bit-identical | logits rel. L2 median "
                           "[max] | max abs diff | argmax flips | first flip: step, reference margin, gap moved by |",
                           "|---|---|---|---|---|---|---|---|"]
                 for a, b in PAIRS:

@@ -40,16 +40,17 @@ def prompt():
     return ids[:48]
 
 
-def strata_greedy(path, prompt, steps=STEPS):
+def strata_greedy(path, prompt, steps=STEPS, forced=None):
+    """(greedy tokens, logits [steps + 1, V]): the prompt in decode-size windows (the exact kernels),
+    then T=1 steps on the greedy tokens, or on `forced` where given."""
     eng = strata.load(str(path), threads=2)
-    rows = []
-    for i in range(0, len(prompt), 16):  # decode-size windows: the exact kernels
+    for i in range(0, len(prompt), 16):
         out = np.array(eng.run(prompt[i:i + 16]))
         eng.commit(len(prompt[i:i + 16]))
-    rows.append(out[-1])
+    rows = [out[-1]]
     toks = [int(np.argmax(rows[-1]))]
-    for _ in range(steps):
-        rows.append(np.array(eng.run([toks[-1]]))[0])
+    for i in range(steps):
+        rows.append(np.array(eng.run([toks[-1] if forced is None else forced[i]]))[0])
         eng.commit(1)
         toks.append(int(np.argmax(rows[-1])))
     return toks, np.stack(rows)
@@ -97,16 +98,6 @@ def test_llama_cpp_q8_0_layout_greedy_equals_its_dequantized_model(tmp_path, pro
         _engine.quant_set_activations("int8")
     assert toks_q == toks_d and np.array_equal(rows_q, rows_d)
     # int8 activations (the default) on the exact model's path: close, not equal
-    eng = strata.load(q, threads=2)
-    path = prompt + toks_d[:-1]
-    got = []
-    for i in range(0, len(prompt), 16):
-        out = np.array(eng.run(prompt[i:i + 16]))
-        eng.commit(len(prompt[i:i + 16]))
-    got.append(out[-1])
-    for t in path[len(prompt):]:
-        got.append(np.array(eng.run([t]))[0])
-        eng.commit(1)
-    got = np.stack(got)
+    _, got = strata_greedy(q, prompt, forced=toks_d)
     rel = np.linalg.norm(got - rows_d, axis=1) / np.linalg.norm(rows_d, axis=1)
     assert np.median(rel) < 1.5e-2 and rel.max() < 0.1
