@@ -20,12 +20,13 @@ ARCH_NAMES = {"qwen3_next": "qwen3next", "qwen3_5_moe": "qwen35moe", "qwen3_5_mo
 _PREFIXES = ("model.language_model.", "model.")
 
 
-def ggml_activation_blocks(xb, block):
+def ggml_activation_blocks(xb, block, sums=False):
     """(q, d) per block as llama.cpp's CPU backend quantizes an activation row for the weight
     type, in float32 NumPy. 32-blocks (ggml's x86 quantize_row_q8_0): d = f16(amax / 127) and
     q = round-half-even(x * (127 / amax)). 256-blocks (ggml's Q8_K reference): max = the first
     value of largest magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)),
-    d = 1 / iscale."""
+    d = 1 / iscale. sums=True (32-blocks, ggml's x86 quantize_row_q8_1, the Q5_1 partner): (q, d, s)
+    with s = f16((amax / 127) * sum of q), the f32 scale before its f16 rounding."""
     xb = np.asarray(xb, np.float32)
     amax = np.abs(xb).max(axis=1)
     nz = amax != 0
@@ -38,6 +39,11 @@ def ggml_activation_blocks(xb, block):
         mul = np.where(nz, np.float32(-127) / np.where(nz, mx, np.float32(1)), np.float32(0)).astype(np.float32)
         d = np.where(nz, np.float32(1) / np.where(nz, mul, np.float32(1)), np.float32(0)).astype(np.float32)
     q = np.clip(np.rint((xb * mul[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    if sums:
+        assert block == 32, "Q8_1 sums are for 32-blocks"
+        d32 = (amax / np.float32(127)).astype(np.float32)
+        s = (d32 * q.astype(np.int32).sum(axis=1).astype(np.float32)).astype(np.float32)
+        return q, d.astype(np.float32), s.astype(np.float16).astype(np.float32)
     return q, d.astype(np.float32)
 
 
