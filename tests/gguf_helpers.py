@@ -103,7 +103,7 @@ def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray
     quantizer does) where its rows are not whole blocks."""
     if x.ndim == 2 and qtype == "Q4_K" and x.shape[1] % 256 == 0:
         return quantize_q4_k(x), GT.Q4_K
-    if x.ndim >= 2 and qtype in ("Q8_0", "F16", "BF16") and x.shape[-1] % 32 == 0:
+    if x.ndim >= 2 and qtype in ("Q8_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t
     if x.ndim >= 2 and qtype != "F32" and fallback == "F16":
