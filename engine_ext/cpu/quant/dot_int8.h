@@ -1,8 +1,9 @@
 // Dot kernels for the block formats with int8 activations: each input row is quantized per
-// block (32 weights for Q8_0, 256 for the K-quants and IQ4_XS) with round-half-away-from-zero
-// like ggml, and the weight x activation products are summed in int32 (exact, so the order of
-// those sums does not matter); only the per-block scale products are float, accumulated over
-// blocks in one fixed order into 8 lanes and summed by one fixed tree. The scalar, AVX2 and
+// block (32 weights for Q8_0 / Q5_0 / Q5_1, 256 for the K-quants and IQ4_XS) as llama.cpp's CPU
+// backend does (quantize_activation), and the weight x activation products are summed in int32
+// (exact, so the order of those sums does not matter); only the per-block scale products (and
+// Q5_1's min x block sum) are float, accumulated over blocks in one fixed order into 8 lanes and
+// summed by one fixed tree. The scalar, AVX2 and
 // AVX-512 builds compute the same integers and the same float operations: their results are
 // identical, and a row's result never depends on T or the other rows.
 #pragma once

@@ -197,7 +197,10 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
                 for (int t = 0; t < TB; ++t) mins[t] = add_mins(mins[t], mw, _mm256_maskz_loadu_ps(m8, xa[t].s + b0), n);
             }
         }
-        for (int t = 0; t < TB; ++t) Y[size_t(t) * ldy + r] = hsum16(_mm512_add_ps(acc[t], acc1[t])) + mins[t];
+        for (int t = 0; t < TB; ++t) {
+            const float y = hsum16(_mm512_add_ps(acc[t], acc1[t]));
+            Y[size_t(t) * ldy + r] = kKind == kQ5_1 ? y + mins[t] : y;  // (no + 0.f: it would turn -0 into +0)
+        }
     }
 }
 
