@@ -102,7 +102,8 @@ class LlamaAdapter:
     logits flags ask for the last row (prefill) or every row (window)."""
     name = "llama.cpp"
 
-    def __init__(self, model_dir: str, threads: int, gguf: str | None, kv: str):
+    def __init__(self, model_dir: str, threads: int, gguf: str | None, kv: str, ubatch: int = 512,
+                 flash_attn: bool = False):
         import ctypes
 
         import llama_cpp as L
@@ -119,9 +120,9 @@ class LlamaAdapter:
             raise RuntimeError(f"{gguf}: llama.cpp could not load it")
         cp = L.llama_context_default_params()
         cp.n_ctx = 2048
-        cp.n_batch = cp.n_ubatch = 512
+        cp.n_batch, cp.n_ubatch = 512, ubatch
         cp.n_threads = cp.n_threads_batch = threads
-        cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else L.LLAMA_FLASH_ATTN_TYPE_DISABLED
         kv_type = {"f16": L.GGML_TYPE_F16, "f32": L.GGML_TYPE_F32}[kv]
         cp.type_k = cp.type_v = kv_type
         self.ctx = L.llama_init_from_model(self.model, cp)
@@ -130,8 +131,9 @@ class LlamaAdapter:
         self.vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
         self.batch = L.llama_batch_init(512, 0, 1)
         self.n = 0
-        self.info = {"version": getattr(L, "__version__", "?"), "kv_cache": kv, "flash_attn": "off",
-                     "n_ctx": 2048, "n_batch": 512, "threads": threads,
+        self.info = {"version": getattr(L, "__version__", "?"), "kv_cache": kv,
+                     "flash_attn": "on" if flash_attn else "off", "n_ctx": 2048, "n_batch": 512,
+                     "n_ubatch": ubatch, "threads": threads,
                      "system_info": L.llama_print_system_info().decode(errors="replace").strip()}
 
     def _decode(self, tokens, all_rows: bool):

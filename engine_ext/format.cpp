@@ -8,13 +8,15 @@
 namespace strata {
 
 namespace {
-// GGUF block geometry (ggml's type traits): Q8_0 = f16 scale + 32 int8; the K formats are
+// GGUF block geometry (ggml's type traits): Q8_0 = f16 scale + 32 int8; Q5_0 = f16 scale + 4 bytes
+// of fifth bits + 16 bytes of nibbles, Q5_1 the same with an f16 min after the scale; the K formats are
 // 256-element super-blocks; IQ4_XS = f16 scale + 16-bit high scales + 4 bytes of low scales +
 // 128 bytes of 4-bit indices.
 const FormatInfo kInfo[kFormatCount] = {
     {"F32", 1, 4, false},     {"BF16", 1, 2, false},  {"F16", 1, 2, false},  {"Q8_0", 32, 34, true},
     {"Q4_K", 256, 144, true}, {"Q5_K", 256, 176, true}, {"Q6_K", 256, 210, true}, {"IQ4_XS", 256, 136, true},
     {"Q5_0", 32, 22, true},  // Q4_K_M files use it where rows are not whole 256-blocks
+    {"Q5_1", 32, 24, true},  // and Q5_K_M files this
 };
 }  // namespace
 

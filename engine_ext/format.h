@@ -10,8 +10,9 @@ namespace strata {
 
 // Values are stable (they appear in pack metadata through the Python side's names only, but
 // keep them fixed anyway); kFormatCount sizes per-format tables.
-enum class WFormat : int { F32 = 0, BF16 = 1, F16 = 2, Q8_0 = 3, Q4_K = 4, Q5_K = 5, Q6_K = 6, IQ4_XS = 7, Q5_0 = 8 };
-constexpr int kFormatCount = 9;
+enum class WFormat : int { F32 = 0, BF16 = 1, F16 = 2, Q8_0 = 3, Q4_K = 4, Q5_K = 5, Q6_K = 6, IQ4_XS = 7, Q5_0 = 8,
+                     Q5_1 = 9 };
+constexpr int kFormatCount = 10;
 
 struct FormatInfo {
     const char* name;     // "F32", "BF16", "Q4_K" ... (safetensors / GGUF spelling)

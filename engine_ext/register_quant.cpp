@@ -60,8 +60,9 @@ void register_quant(py::module_& m) {
     }, py::arg("fmt"),
        "how the engine's matmul over this format sees its input rows: int8 per block of this many values "
        "(0: as f32)");
-    m.def("quant_quantize_activation", [](const F32& x, int block) {
+    m.def("quant_quantize_activation", [](const F32& x, int block, bool sums) {
         if (block != 32 && block != 256) throw py::value_error("block must be 32 or 256");
+        if (sums && block != 32) throw py::value_error("block sums (Q8_1) are for 32-blocks only");
         if (x.ndim() != 1 || x.size() % block != 0)
             throw py::value_error("x must be one row of a whole number of " + std::to_string(block) + "-blocks");
         const int cols = int(x.size());
@@ -70,17 +71,31 @@ void register_quant(py::module_& m) {
         const float* xp = x.data();
         int8_t* qp = q.mutable_data();
         float* dp = d.mutable_data();
+        F32 s(sums ? cols / block : 0);
+        float* sp = sums ? s.mutable_data() : nullptr;
         {
             py::gil_scoped_release nogil;
-            quantize_activation(xp, cols, block, qp, dp, nullptr);
+            quantize_activation(xp, cols, block, qp, dp, nullptr, sp);
         }
-        return py::make_tuple(q, d);
-    }, py::arg("x"), py::arg("block"),
-       "(q, d): the int8 activations and per-block scales the dot kernels use for one row");
+        if (sums) return py::tuple(py::make_tuple(q, d, s));
+        return py::tuple(py::make_tuple(q, d));
+    }, py::arg("x"), py::arg("block"), py::arg("sums") = false,
+       "(q, d): the int8 activations and per-block scales the dot kernels use for one row; with sums=True "
+       "(32-blocks) (q, d, s) with the Q8_1 block sums the Q5_1 kernels use");
+    m.def("quant_activation_sums", [](const std::string& fmt) {
+        QType t;
+        try {
+            t = parse_type(fmt);
+        } catch (const std::invalid_argument& e) {
+            throw py::value_error(e.what());
+        }
+        return activation_sums(t) && !exact_activations();
+    }, py::arg("fmt"),
+       "whether the engine's matmul over this format also uses each activation block's Q8_1 sum (Q5_1's min term)");
     m.def("quant_formats", [] {
         py::dict out;
-        for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,
-                        QType::IQ4_XS}) {
+        for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q5_1, QType::Q8_0, QType::Q4_K, QType::Q5_K,
+                        QType::Q6_K, QType::IQ4_XS}) {
             const Geometry g = geometry(t);
             out[type_name(t)] = py::make_tuple(int(t), g.block_elems, g.block_bytes);
         }

@@ -20,12 +20,13 @@ ARCH_NAMES = {"qwen3_next": "qwen3next", "qwen3_5_moe": "qwen35moe", "qwen3_5_mo
 _PREFIXES = ("model.language_model.", "model.")
 
 
-def ggml_activation_blocks(xb, block):
+def ggml_activation_blocks(xb, block, sums=False):
     """(q, d) per block as llama.cpp's CPU backend quantizes an activation row for the weight
     type, in float32 NumPy. 32-blocks (ggml's x86 quantize_row_q8_0): d = f16(amax / 127) and
     q = round-half-even(x * (127 / amax)). 256-blocks (ggml's Q8_K reference): max = the first
     value of largest magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)),
-    d = 1 / iscale."""
+    d = 1 / iscale. sums=True (32-blocks, ggml's x86 quantize_row_q8_1, the Q5_1 partner): (q, d, s)
+    with s = f16((amax / 127) * sum of q), the f32 scale before its f16 rounding."""
     xb = np.asarray(xb, np.float32)
     amax = np.abs(xb).max(axis=1)
     nz = amax != 0
@@ -38,6 +39,11 @@ def ggml_activation_blocks(xb, block):
         mul = np.where(nz, np.float32(-127) / np.where(nz, mx, np.float32(1)), np.float32(0)).astype(np.float32)
         d = np.where(nz, np.float32(1) / np.where(nz, mul, np.float32(1)), np.float32(0)).astype(np.float32)
     q = np.clip(np.rint((xb * mul[:, None]).astype(np.float32)), -127, 127).astype(np.int8)
+    if sums:
+        assert block == 32, "Q8_1 sums are for 32-blocks"
+        d32 = (amax / np.float32(127)).astype(np.float32)
+        s = (d32 * q.astype(np.int32).sum(axis=1).astype(np.float32)).astype(np.float32)
+        return q, d.astype(np.float32), s.astype(np.float16).astype(np.float32)
     return q, d.astype(np.float32)
 
 
@@ -51,7 +57,13 @@ def load_hf(folder: str) -> tuple[dict, dict[str, np.ndarray]]:
     tensors: dict[str, np.ndarray] = {}
     for fn in sorted(os.listdir(folder)):
         if fn.endswith(".safetensors"):
-            for k, v in load_file(os.path.join(folder, fn)).items():
+            try:
+                items = load_file(os.path.join(folder, fn)).items()
+            except TypeError:  # bfloat16, which NumPy has no type for: through torch, exactly
+                from safetensors.torch import load_file as load_torch
+
+                items = [(k, v.float().numpy()) for k, v in load_torch(os.path.join(folder, fn)).items()]
+            for k, v in items:
                 if "visual" in k or k.startswith("mtp."):
                     continue
                 for p in _PREFIXES:
@@ -86,13 +98,16 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return out.reshape(rows, cols // 256 * 144)
 
 
-def encode(x: np.ndarray, qtype: str) -> tuple[np.ndarray, GT]:
-    """A 2-D f32 matrix in the requested format, or F32 where its rows are not whole blocks."""
+def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray, GT]:
+    """A 2-D f32 matrix in the requested format, or in `fallback` (F32, or F16 as llama.cpp's
+    quantizer does) where its rows are not whole blocks."""
     if x.ndim == 2 and qtype == "Q4_K" and x.shape[1] % 256 == 0:
         return quantize_q4_k(x), GT.Q4_K
-    if x.ndim >= 2 and qtype in ("Q8_0", "F16", "BF16") and x.shape[-1] % 32 == 0:
+    if x.ndim >= 2 and qtype in ("Q8_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t
+    if x.ndim >= 2 and qtype != "F32" and fallback == "F16":
+        return quants.quantize(x, GT.F16), GT.F16
     return np.ascontiguousarray(x, dtype=np.float32), GT.F32
 
 
@@ -239,8 +254,12 @@ def add_tokenizer(w: GGUFWriter, tokenizer_json: str, chat_template: str | None 
 
 def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json: str | None = None,
                chat_template: str | None = None, split_max_tensors: int = 0, expert_qtype: str | None = None,
-               dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False) -> str:
+               dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False,
+               keep_f32: str | None = None, fallback: str = "F32") -> str:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
+    keep_f32: a regex; tensors whose GGUF name it matches stay F32 (llama.cpp's quantizer keeps
+    the router, ffn_gate_inp, in F32). fallback: the format of matrices whose rows are not whole
+    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
     of its blocks, in F32: the reference a quantized file must match."""
@@ -281,11 +300,13 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
         add_tokenizer(w, tokenizer_json, chat_template)
     for name, x in tensors.items():
         q = (expert_qtype or qtype) if ("_exps." in name or re.match(r"blk\.\d+\.ffn_(gate|up|down)\.\d+\.", name)) else qtype
+        if keep_f32 and re.search(keep_f32, name):
+            q = "F32"
         if x.ndim == 3:  # stacked experts: every [rows, cols] slab in the same format
-            parts = [encode(x[e], q) for e in range(x.shape[0])]
+            parts = [encode(x[e], q, fallback) for e in range(x.shape[0])]
             data, t = np.stack([p[0] for p in parts]), parts[0][1]
         else:
-            data, t = encode(x, q) if x.ndim == 2 else (x, GT.F32)
+            data, t = encode(x, q, fallback) if x.ndim == 2 else (x, GT.F32)
         if dequantized and t != GT.F32:
             data, t = np.asarray(quants.dequantize(data, t), np.float32).reshape(x.shape), GT.F32
         w.add_tensor(name, data, raw_dtype=t)

@@ -62,7 +62,7 @@ def _bf16_bits(a: np.ndarray) -> np.ndarray:
 
 # byte offsets of the f16 scales inside one block (random bytes elsewhere are valid data)
 # a format not listed keeps its one f16 scale first, as Q8_0 / Q5_0 / IQ4_XS do
-_QUANT_SCALES = {"Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+_QUANT_SCALES = {"Q4_K": [0, 2], "Q5_K": [0, 2], "Q5_1": [0, 2], "Q6_K": [208]}
 
 
 def make_weights(rng, fmt: str, rows: int, cols: int):
@@ -102,6 +102,23 @@ def activations_seen(fmt: str, x: np.ndarray) -> np.ndarray:
 
     q, d = ggml_activation_blocks(x.reshape(-1, block), block)
     return (q.astype(np.float64) * d.astype(np.float64)[:, None]).reshape(x.shape)
+
+
+def block_sum_correction(fmt: str, x: np.ndarray, raw: np.ndarray, rows: int):
+    """Q5_1 with int8 activations (llama.cpp's Q5_1 x Q8_1): each block's min multiplies the
+    activation block's Q8_1 sum s = f16(amax/127 x sum of q), where activations_seen's rows give
+    d x sum of q. Returns what that adds to x_seen @ W.T, (T, rows); 0 for every other format."""
+    from strata import _engine  # noqa: PLC0415
+
+    if fmt not in _engine.quant_formats() or not _engine.quant_activation_sums(fmt):
+        return 0.0
+    assert fmt == "Q5_1", fmt  # the min's place (bytes 2-3 of 24) is Q5_1's
+    from gguf_helpers import ggml_activation_blocks  # noqa: PLC0415
+
+    q, d, s = ggml_activation_blocks(x.reshape(-1, 32), 32, sums=True)
+    diff = (s.astype(np.float64) - d.astype(np.float64) * q.astype(np.float64).sum(axis=1)).reshape(len(x), -1)
+    mins = np.ascontiguousarray(raw.reshape(rows, -1, 24)[:, :, 2:4]).view(np.float16)[..., 0]
+    return diff @ mins.astype(np.float64).T
 
 
 def supported_formats(backend: str, op: str) -> list[str]:
@@ -187,7 +204,7 @@ class Matmul(Spec):
 
     def reference(self, kw, ctx):
         x = activations_seen(kw["format"], kw["x"])
-        y = x @ ctx["deq"].T
+        y = x @ ctx["deq"].T + block_sum_correction(kw["format"], kw["x"], kw["w"], kw["rows"])
         scale = np.abs(x) @ np.abs(ctx["deq"]).T
         if "bias" in kw:
             y = y + kw["bias"]

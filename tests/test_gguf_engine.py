@@ -83,7 +83,7 @@ def test_older_gguf_layouts(tmp_path, arch, layout):
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("qtype, expert_qtype", [("Q8_0", None), ("Q4_K", None), ("Q8_0", "Q4_K"), ("F16", None),
-                                                 ("BF16", "Q4_K")])
+                                                 ("BF16", "Q4_K"), ("Q8_0", "Q5_1")])
 def test_quantized_gguf_equals_its_dequantized_f32_model(tmp_path, exact_activations, arch, qtype, expert_qtype):
     folder, _ = wide_model(tmp_path / "hf", arch, seed=4)
     q = write_gguf(folder, str(tmp_path / "q.gguf"), qtype=qtype, expert_qtype=expert_qtype)
@@ -99,11 +99,12 @@ def _tensor_types(path):
     return [{"name": t.name, "type": t.type} for t in open_gguf(path).tensors.values()]
 
 
-@pytest.fixture(scope="module", params=["Q8_0", "Q4_K"])
+@pytest.fixture(scope="module", params=["Q8_0", "Q4_K", "Q5_1"])
 def quantized(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("q")
     folder, _ = wide_model(tmp / "hf", "qwen3_next", seed=7)
     path = write_gguf(folder, str(tmp / "m.gguf"), qtype=request.param)
+    assert request.param in {t["type"] for t in _tensor_types(path)}
     rng = np.random.default_rng(3)
     seq = rng.integers(0, 96, 24).tolist()
     eng = strata.load(path, threads=2)

@@ -12,11 +12,11 @@ from strata import _engine
 
 from gguf_helpers import ggml_activation_blocks  # noqa: E402
 
-FORMATS = ["F32", "F16", "BF16", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
+FORMATS = ["F32", "F16", "BF16", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"]
 ISAS = _engine.quant_isas()
 
 # Byte offsets of the f16 scale fields inside one block (where the edge values go).
-SCALE_OFFSETS = {"Q5_0": [0], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0]}
+SCALE_OFFSETS = {"Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0]}
 # f16 bit patterns at the edges: +-0, smallest subnormal, largest subnormal, smallest normal,
 # 1, max finite, +-inf, NaN.
 EDGE_HALVES = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00]
@@ -76,7 +76,7 @@ def test_dequantize_matches_gguf_bit_for_bit(fmt, edge):
 
 
 # Formats whose kernels quantize each activation row per block (32 or 256 values) like ggml.
-INT8_ACTIVATIONS = {"Q5_0": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
+INT8_ACTIVATIONS = {"Q5_0": 32, "Q5_1": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256}
 
 
 def quantized_activations(X, block):
@@ -84,6 +84,30 @@ def quantized_activations(X, block):
     Xb = X.reshape(-1, block).astype(np.float32)
     q, d = ggml_activation_blocks(Xb, block)
     return (q.astype(np.float64) * d.astype(np.float64)[:, None]).reshape(X.shape)
+
+
+def q5_1_mins(raw, rows):
+    """The f16 min of every Q5_1 block, (rows, blocks) as f64."""
+    return raw.reshape(rows, -1, 24)[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float64)
+
+
+def q5_1_without_mins(raw):
+    blocks = raw.reshape(-1, 24).copy()
+    blocks[:, 2:4] = 0
+    return blocks.reshape(raw.shape)
+
+
+def int8_reference(fmt, raw, rows, cols, X):
+    """What the int8 kernels compute, in f64: the quantized activations times the dequantized
+    weights; for Q5_1 the d * q part so, plus min x the activation block's Q8_1 sum (llama.cpp's
+    Q5_1 x Q8_1 arithmetic: s is the f16-rounded amax/127 * sum of q, not d * sum of q)."""
+    Xr = quantized_activations(X, INT8_ACTIVATIONS[fmt])
+    if fmt != "Q5_1":
+        return Xr @ reference_dequant(fmt, raw, rows, cols).astype(np.float64).T
+    Wd = reference_dequant(fmt, q5_1_without_mins(raw), rows, cols).astype(np.float64)
+    s = ggml_activation_blocks(X.reshape(-1, 32).astype(np.float32), 32, sums=True)[2]
+    S = s.astype(np.float64).reshape(X.shape[0], -1)
+    return Xr @ Wd.T + S @ q5_1_mins(raw, rows).T
 
 
 @pytest.mark.parametrize("block", [32, 256])
@@ -107,6 +131,15 @@ def test_activation_quantization_matches_ggml_rounding(block):
     want_q, want_d = ggml_activation_blocks(xb, block)
     assert d.tobytes() == want_d.tobytes()
     assert np.array_equal(q.reshape(nb, block), want_q)
+    if block == 32:  # the Q8_1 sums (Q5_1's partner): f16(f32 scale x integer sum)
+        q1, d1, s = _engine.quant_quantize_activation(x, block, sums=True)
+        want_s = ggml_activation_blocks(xb, block, sums=True)[2]
+        assert q1.tobytes() == q.tobytes() and d1.tobytes() == d.tobytes()
+        assert s.tobytes() == want_s.tobytes()
+        assert (s != want_d * want_q.astype(np.int32).sum(axis=1)).any()  # not d x sum: rounded once
+    else:
+        with pytest.raises(ValueError, match="32-blocks"):
+            _engine.quant_quantize_activation(x, block, sums=True)
     away = np.clip(quants.np_roundf(np.abs(xb[2])), -127, 127)
     assert (np.abs(want_q[2]) != away).any()  # the tie row really rounds half to even
     if block == 256:
@@ -116,6 +149,9 @@ def test_activation_quantization_matches_ggml_rounding(block):
 def magnitude_weights(fmt, raw, rows, cols):
     """|w| to bound rounding errors with: for formats with a min term, |d*sc*q| + |dmin*m|."""
     W = reference_dequant(fmt, raw, rows, cols)
+    if fmt == "Q5_1":
+        scaled = reference_dequant(fmt, q5_1_without_mins(raw), rows, cols)
+        return np.abs(scaled) + np.abs(scaled - W)
     if fmt not in ("Q4_K", "Q5_K"):
         return np.abs(W)
     blocks = raw.reshape(-1, {"Q4_K": 144, "Q5_K": 176}[fmt]).copy()
@@ -135,7 +171,7 @@ def dot_tolerance(Wabs, X):
 
 def shape_for(fmt):
     # Q8_0: 11 blocks (a partial span); plain floats: a masked tail; K-quants: 3 super-blocks.
-    return {"Q8_0": 352, "Q5_0": 352, "F32": 300, "F16": 300, "BF16": 300}.get(fmt, 768)
+    return {"Q8_0": 352, "Q5_0": 352, "Q5_1": 352, "F32": 300, "F16": 300, "BF16": 300}.get(fmt, 768)
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -149,7 +185,7 @@ def test_dot_matches_numpy_on_dequantized_weights(fmt, isa):
     X[1, :40] = 0.0  # an all-zero activation block (scale 0)
     Xr = quantized_activations(X, INT8_ACTIVATIONS[fmt]) if fmt in INT8_ACTIVATIONS else X.astype(np.float64)
     got = _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa)
-    want = Xr @ W.astype(np.float64).T
+    want = int8_reference(fmt, raw, rows, cols, X) if fmt in INT8_ACTIVATIONS else Xr @ W.astype(np.float64).T
     err = np.abs(got - want)
     assert (err <= dot_tolerance(magnitude_weights(fmt, raw, rows, cols), Xr)).all(), f"max error {err.max()}"
 
@@ -183,6 +219,27 @@ def test_dot_rows_are_batch_invariant(fmt, isa):
         X[at] = x
         got = _engine.quant_dot(fmt, raw, rows, cols, X, isa=isa)[at]
         assert got.tobytes() == alone.tobytes(), f"T={T}, row {at}"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_q5_1_min_term_is_llama_cpps(isa):
+    """With every d = 0 a Q5_1 product is its min term alone: the f32 sum, in block order, of
+    min x the activation block's Q8_1 sum, bit for bit (so the kernels use ggml's f16 block sums,
+    not d x the integer sum), plus the +0 of the scale lanes."""
+    rng = np.random.default_rng(3)
+    rows, cols = 4, 32 * 13  # an 8-block span and a partial one of 5
+    raw = random_tensor("Q5_1", rows, cols, rng, finite=True)
+    raw.reshape(-1, 24)[:, 0:2] = 0
+    X = rng.standard_normal((3, cols)).astype(np.float32)
+    got = _engine.quant_dot("Q5_1", raw, rows, cols, X, isa=isa)
+    mins = q5_1_mins(raw, rows).astype(np.float32)
+    for t in range(3):
+        s = ggml_activation_blocks(X[t].reshape(-1, 32), 32, sums=True)[2]
+        for r in range(rows):
+            acc = np.float32(0)
+            for b in range(cols // 32):
+                acc = np.float32(acc + np.float32(mins[r, b] * s[b]))
+            assert got[t, r].tobytes() == np.float32(np.float32(0) + acc).tobytes(), (t, r)
 
 
 def test_wrong_sizes_are_refused():

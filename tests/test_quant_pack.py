@@ -1,6 +1,6 @@
 """Quantized packs: `strata convert file.gguf PACK` keeps the GGUF blocks per expert blob, and the
 pack's logits equal the .gguf file's bit for bit at every cache size (T=1 and drafted windows);
-`strata convert HF --quantize q8_0|q4_k|q6_k` writes valid blocks (Q8_0: gguf-py's, byte for byte)."""
+`strata convert HF --quantize q8_0|q4_k|q5_k|q6_k` writes valid blocks (Q8_0: gguf-py's, byte for byte)."""
 from __future__ import annotations
 
 import json
@@ -110,7 +110,7 @@ def test_gguf_pack_info_shows_formats_and_bytes_per_token(gguf_and_pack):
     assert "expert mix" in r.stdout and eq in r.stdout
 
 
-@pytest.mark.parametrize("fmt", ["q8_0", "q4_k", "q6_k"])
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_k", "q5_k", "q6_k"])
 def test_hf_quantize(tmp_path, fmt):
     """q8_0 blocks equal gguf-py's quantizer byte for byte; K-quant blocks (gguf-py has no K-quant
     quantizer: the byte-for-byte check against llama.cpp is test_quant_pack_anchors) decode with
@@ -130,7 +130,7 @@ def test_hf_quantize(tmp_path, fmt):
         if fn.endswith(".safetensors"):
             hf.update(load_file(os.path.join(folder, fn)))
     ex = info.ex
-    tol = {"q8_0": 1 / 127, "q6_k": 1 / 31, "q4_k": 1 / 7}[fmt]
+    tol = {"q8_0": 1 / 127, "q6_k": 1 / 31, "q5_k": 1 / 15, "q4_k": 1 / 7}[fmt]
     with open(info.experts_path, "rb") as f:
         for o, layer in enumerate(ex["layers"]):
             for e in range(ex["num_experts"]):
@@ -139,7 +139,7 @@ def test_hf_quantize(tmp_path, fmt):
                 at = 0
                 for p in ("gate", "up", "down"):
                     w = _expert(hf, layer, e, p)
-                    n = w.size // 256 * {"q8_0": 8 * 34, "q4_k": 144, "q6_k": 210}[fmt]
+                    n = w.size // 256 * {"q8_0": 8 * 34, "q4_k": 144, "q5_k": 176, "q6_k": 210}[fmt]
                     part = blob[at:at + n].reshape(w.shape[0], -1)
                     at += n
                     if fmt == "q8_0":
@@ -153,7 +153,7 @@ def test_hf_quantize(tmp_path, fmt):
     assert np.array_equal(full, small)
     ref = np.array(strata.load(folder, threads=2).run(ids))
     # a tiny random model amplifies weight error; the bound only catches a wrong decode
-    assert np.abs(full - ref).max() < {"q8_0": 0.05, "q6_k": 0.1, "q4_k": 0.25}[fmt] * np.abs(ref).max()
+    assert np.abs(full - ref).max() < {"q8_0": 0.05, "q6_k": 0.1, "q5_k": 0.15, "q4_k": 0.25}[fmt] * np.abs(ref).max()
 
 
 def _expert(hf, layer, e, part):
@@ -192,4 +192,4 @@ def test_quantize_refuses_unknown_format_and_gguf_source(gguf_and_pack, tmp_path
         convert(src, str(tmp_path / "x"), quantize="q8_0")
     with pytest.raises(UsageError, match="q3_x") as ei:
         convert(os.path.dirname(src), str(tmp_path / "y"), quantize="q3_x")
-    assert "q8_0, q4_k, q6_k" in str(ei.value)
+    assert "q8_0, q4_k, q5_k, q6_k" in str(ei.value)

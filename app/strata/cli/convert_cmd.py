@@ -17,7 +17,7 @@ def convert(
     dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
     force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
     quantize: Optional[str] = typer.Option(None, "--quantize", metavar="FORMAT",
-                                           help="Store the experts of a checkpoint as q8_0, q4_k or q6_k blocks (ggml's reference rounding)."),
+                                           help="Store the experts of a checkpoint as q8_0, q4_k, q5_k or q6_k blocks (ggml's reference rounding)."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
     checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are. Atomic: an interrupted run leaves no pack behind."""

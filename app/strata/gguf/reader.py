@@ -18,7 +18,7 @@ from ..errors import ModelError
 GGUF_MAGIC = b"GGUF"
 # The weight formats strata computes with: GGUF type name -> (weights per block, bytes per block).
 SUPPORTED_TYPES = {
-    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q5_0": (32, 22), "Q8_0": (32, 34), "Q4_K": (256, 144),
+    "F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34), "Q4_K": (256, 144),
     "Q5_K": (256, 176), "Q6_K": (256, 210), "IQ4_XS": (256, 136),
 }
 MAX_DIMS = 4

@@ -30,7 +30,7 @@ EXPERTS_HEAD = struct.Struct("<8sI16sIIQQQI")
 EXPERT_DTYPES = {"bf16": 2, "f32": 4}
 # Stored formats of a quantized pack's expert matrices: name -> (weights per block, bytes per block),
 # the block layouts GGUF defines (the engine's kernels read them as they are).
-MAT_FORMATS = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q5_0": (32, 22), "Q8_0": (32, 34),
+MAT_FORMATS = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
                "Q4_K": (256, 144), "Q5_K": (256, 176), "Q6_K": (256, 210), "IQ4_XS": (256, 136)}
 MATRICES = ("gate", "up", "down")
 

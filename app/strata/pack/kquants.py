@@ -1,11 +1,11 @@
-"""Q4_K and Q6_K quantizers with ggml's reference rounding (what llama-quantize writes without an
+"""Q4_K, Q5_K and Q6_K quantizers with ggml's reference rounding (what llama-quantize writes without an
 importance matrix), in NumPy: vectorized over blocks, every sum taken in f32 in the element order
 the reference uses, so the blocks come out byte for byte the same.
 
 Written from the GGUF block definitions and the published description of ggml's reference
 search: per sub-block, a scale (and, for Q4_K, a min) is chosen by trying a few candidate inverse
 scales around nmax / range and keeping the weighted least-squares fit with the lowest error; the
-sub-block scales are then quantized to 6 (Q4_K) or 8 (Q6_K) bits against one f16 super-scale,
+sub-block scales are then quantized to 6 (Q4_K, Q5_K) or 8 (Q6_K) bits against one f16 super-scale,
 and the weights are re-quantized against the quantized scales.
 """
 from __future__ import annotations
@@ -84,11 +84,12 @@ def _fit_scale_min(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelta:
     return scale, (-mn).astype(F32), L
 
 
-def quantize_q4_k(x: np.ndarray) -> bytes:
-    """f32 rows (cols a multiple of 256) -> Q4_K blocks (144 bytes per 256 weights)."""
+def _scale_min_blocks(x: np.ndarray, fmt: str, nmax: int, rmin: float, rdelta: float, nstep: int):
+    """The part Q4_K and Q5_K share: f32 rows (cols a multiple of 256) -> (d, dmin, packed 6-bit
+    sub-block scales and mins [nb, 12], levels [nb, 8, 32] in [0, nmax])."""
     x = np.ascontiguousarray(x, dtype=F32)
     if x.shape[-1] % 256:
-        raise ValueError(f"a Q4_K row of {x.shape[-1]} weights is not a whole number of 256-weight blocks")
+        raise ValueError(f"a {fmt} row of {x.shape[-1]} weights is not a whole number of 256-weight blocks")
     b = x.reshape(-1, 8, 32)
     nb = b.shape[0]
     sub = b.reshape(-1, 32)
@@ -97,7 +98,7 @@ def quantize_q4_k(x: np.ndarray) -> bytes:
         s2 = (s2 + sub[:, i] * sub[:, i]).astype(F32)
     av = np.sqrt((s2 / F32(32)).astype(F32)).astype(F32)
     w = (av[:, None] + np.abs(sub)).astype(F32)
-    scales, mins, L = _fit_scale_min(sub, w, 15, -1.0, 0.1, 20)
+    scales, mins, L = _fit_scale_min(sub, w, nmax, rmin, rdelta, nstep)
     scales, mins, L = scales.reshape(nb, 8), mins.reshape(nb, 8), L.reshape(nb, 8, 32)
     max_scale = np.maximum(scales.max(axis=1), F32(0))
     max_min = np.maximum(mins.max(axis=1), F32(0))
@@ -116,10 +117,35 @@ def quantize_q4_k(x: np.ndarray) -> bytes:
     dmj = (dmin.astype(F32)[:, None] * lm.astype(F32)).astype(F32)
     nz = dj != 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.clip(_nearest(((b + dmj[..., None]) / np.where(nz, dj, F32(1))[..., None]).astype(F32)), 0, 15)
-    L = np.where(nz[..., None], q, L).reshape(nb, 4, 2, 32).astype(np.uint8)
+        q = np.clip(_nearest(((b + dmj[..., None]) / np.where(nz, dj, F32(1))[..., None]).astype(F32)), 0, nmax)
+    L = np.where(nz[..., None], q, L).astype(np.uint8)
+    return d, dmin, packed, L
+
+
+def quantize_q4_k(x: np.ndarray) -> bytes:
+    """f32 rows (cols a multiple of 256) -> Q4_K blocks (144 bytes per 256 weights)."""
+    d, dmin, packed, L = _scale_min_blocks(x, "Q4_K", 15, -1.0, 0.1, 20)
+    nb = L.shape[0]
+    L = L.reshape(nb, 4, 2, 32)
     qs = (L[:, :, 0, :] | (L[:, :, 1, :] << 4)).reshape(nb, 128)
     out = np.concatenate([d.view(np.uint8).reshape(nb, 2), dmin.view(np.uint8).reshape(nb, 2), packed, qs], axis=1)
+    return out.tobytes()
+
+
+def quantize_q5_k(x: np.ndarray) -> bytes:
+    """f32 rows (cols a multiple of 256) -> Q5_K blocks (176 bytes per 256 weights): d, dmin, the
+    12 bytes of scales and mins as in Q4_K, then qh (bit 4 of every level: weight j of the pair of
+    sub-blocks 2c, 2c+1 gives bits 2c, 2c+1 of qh[j]) and qs (the low 4 bits, as Q4_K's nibbles)."""
+    d, dmin, packed, L = _scale_min_blocks(x, "Q5_K", 31, -0.5, 0.1, 15)
+    nb = L.shape[0]
+    L = L.reshape(nb, 4, 2, 32)
+    lo, hi = L & 15, (L >> 4).astype(np.uint8)
+    qs = (lo[:, :, 0, :] | (lo[:, :, 1, :] << 4)).reshape(nb, 128)
+    qh = np.zeros((nb, 32), np.uint8)
+    for c in range(4):
+        qh |= (hi[:, c, 0, :] << (2 * c)) | (hi[:, c, 1, :] << (2 * c + 1))
+    out = np.concatenate([d.view(np.uint8).reshape(nb, 2), dmin.view(np.uint8).reshape(nb, 2), packed, qh, qs],
+                         axis=1)
     return out.tobytes()
 
 

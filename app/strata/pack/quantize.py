@@ -2,13 +2,13 @@
 blocks equal what llama.cpp's (and gguf-py's) quantizer writes for the same tensor.
 
 Q8_0: blocks of 32 weights; d = max|x| / 127 stored as f16 (round to nearest even), q = roundf(x / d)
-(halves away from zero), computed in f32 as the reference does. Q4_K / Q6_K: `kquants`.
+(halves away from zero), computed in f32 as the reference does. Q4_K / Q5_K / Q6_K: `kquants`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-QUANTIZE_FORMATS = {"q8_0": "Q8_0", "q4_k": "Q4_K", "q6_k": "Q6_K"}
+QUANTIZE_FORMATS = {"q8_0": "Q8_0", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K"}
 
 
 def _roundf(v: np.ndarray) -> np.ndarray:
@@ -34,10 +34,11 @@ def quantize_q8_0(x: np.ndarray) -> bytes:
 
 
 def _kquants():
-    from .kquants import quantize_q4_k, quantize_q6_k
+    from .kquants import quantize_q4_k, quantize_q5_k, quantize_q6_k
 
-    return quantize_q4_k, quantize_q6_k
+    return quantize_q4_k, quantize_q6_k, quantize_q5_k
 
 
 QUANTIZERS = {"Q8_0": quantize_q8_0,
-              "Q4_K": lambda x: _kquants()[0](x), "Q6_K": lambda x: _kquants()[1](x)}
+              "Q4_K": lambda x: _kquants()[0](x), "Q6_K": lambda x: _kquants()[1](x),
+              "Q5_K": lambda x: _kquants()[2](x)}

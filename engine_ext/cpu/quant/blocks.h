@@ -98,6 +98,19 @@ inline void decode_q5_0(const uint8_t* b, float* out) {
     for (int i = 0; i < kQ8; ++i) out[i] = d * float(q5_0_value(b, i));
 }
 
+// Q5_1: f16 d, f16 m, then Q5_0's 4 bytes of high bits and 16 bytes of nibbles; the codes are
+// unsigned (0..31) and w = d * q + m.
+inline int q5_1_code(const uint8_t* b, int i) {
+    uint32_t qh;
+    std::memcpy(&qh, b + 4, 4);
+    const int lo = i < 16 ? (b[8 + i] & 0x0f) : (b[8 + i - 16] >> 4);
+    return lo | int(((qh >> i) & 1) << 4);
+}
+inline void decode_q5_1(const uint8_t* b, float* out) {
+    const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
+    for (int i = 0; i < kQ8; ++i) out[i] = d * float(q5_1_code(b, i)) + m;
+}
+
 // The 6-bit scale and min of sub-block s (0..7) from the 12 packed bytes of Q4_K / Q5_K:
 // bytes 0-3 hold scales 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the
 // same for mins; bytes 8-11 the low 4 bits of scales 4-7 (low nibble) and mins 4-7 (high).

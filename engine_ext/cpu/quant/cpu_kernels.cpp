@@ -66,6 +66,7 @@ bool exact_activations() { return g_exact.load(); }
 void register_cpu_kernels() {
     register_cpu_format(WFormat::Q8_0, kernels<QType::Q8_0>());
     register_cpu_format(WFormat::Q5_0, kernels<QType::Q5_0>());
+    register_cpu_format(WFormat::Q5_1, kernels<QType::Q5_1>());
     register_cpu_format(WFormat::Q4_K, kernels<QType::Q4_K>());
     register_cpu_format(WFormat::Q5_K, kernels<QType::Q5_K>());
     register_cpu_format(WFormat::Q6_K, kernels<QType::Q6_K>());

@@ -7,8 +7,8 @@ namespace strata::quant {
 
 bool is_supported(int t) {
     switch (QType(t)) {
-        case QType::F32: case QType::F16: case QType::BF16: case QType::Q5_0: case QType::Q8_0: case QType::Q4_K:
-        case QType::Q5_K: case QType::Q6_K: case QType::IQ4_XS:
+        case QType::F32: case QType::F16: case QType::BF16: case QType::Q5_0: case QType::Q5_1: case QType::Q8_0:
+        case QType::Q4_K: case QType::Q5_K: case QType::Q6_K: case QType::IQ4_XS:
             return true;
     }
     return false;
@@ -20,6 +20,7 @@ Geometry geometry(QType t) {
         case QType::F16: return {1, 2};
         case QType::BF16: return {1, 2};
         case QType::Q5_0: return {kQ8, 22};
+        case QType::Q5_1: return {kQ8, 24};
         case QType::Q8_0: return {kQ8, 34};
         case QType::Q4_K: return {kQK, 144};
         case QType::Q5_K: return {kQK, 176};
@@ -35,6 +36,7 @@ const char* type_name(QType t) {
         case QType::F16: return "F16";
         case QType::BF16: return "BF16";
         case QType::Q5_0: return "Q5_0";
+        case QType::Q5_1: return "Q5_1";
         case QType::Q8_0: return "Q8_0";
         case QType::Q4_K: return "Q4_K";
         case QType::Q5_K: return "Q5_K";
@@ -47,11 +49,11 @@ const char* type_name(QType t) {
 QType parse_type(const std::string& name) {
     std::string up;
     for (char c : name) up += char((c >= 'a' && c <= 'z') ? c - 32 : c);
-    for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K,
-                    QType::Q6_K, QType::IQ4_XS})
+    for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q5_1, QType::Q8_0, QType::Q4_K,
+                    QType::Q5_K, QType::Q6_K, QType::IQ4_XS})
         if (up == type_name(t)) return t;
     throw std::invalid_argument("unknown weight format '" + name +
-                                "' (F32, F16, BF16, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)");
+                                "' (F32, F16, BF16, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)");
 }
 
 size_t row_bytes(QType t, int64_t cols) {
@@ -79,6 +81,9 @@ void dequantize_row(QType t, const void* src, int64_t cols, float* out) {
             return;
         case QType::Q5_0:
             for (int64_t b = 0; b < nb; ++b) decode_q5_0(p + b * g.block_bytes, out + b * g.block_elems);
+            return;
+        case QType::Q5_1:
+            for (int64_t b = 0; b < nb; ++b) decode_q5_1(p + b * g.block_bytes, out + b * g.block_elems);
             return;
         case QType::Q8_0:
             for (int64_t b = 0; b < nb; ++b) decode_q8_0(p + b * g.block_bytes, out + b * g.block_elems);

@@ -43,6 +43,11 @@ inline int decode_span(QType t, const uint8_t* row, int cols, int s, float* buf)
             for (int k = 0; k < len / kQ8; ++k) decode_q5_0(b + 22 * k, buf + kQ8 * k);
             break;
         }
+        case QType::Q5_1: {
+            const uint8_t* b = row + size_t(start / kQ8) * 24;
+            for (int k = 0; k < len / kQ8; ++k) decode_q5_1(b + 24 * k, buf + kQ8 * k);
+            break;
+        }
         case QType::Q8_0: {
             const uint8_t* b = row + size_t(start / kQ8) * 34;
             for (int k = 0; k < len / kQ8; ++k) decode_q8_0(b + 34 * k, buf + kQ8 * k);

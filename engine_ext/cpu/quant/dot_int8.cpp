@@ -18,16 +18,21 @@
 namespace strata::quant {
 
 bool uses_int8_activations(QType t) {
-    return t == QType::Q8_0 || t == QType::Q5_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K || t == QType::IQ4_XS;
+    return t == QType::Q8_0 || t == QType::Q5_0 || t == QType::Q5_1 || t == QType::Q4_K || t == QType::Q5_K ||
+           t == QType::Q6_K || t == QType::IQ4_XS;
 }
 
-int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0) ? kQ8 : kQK; }
+int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0 || t == QType::Q5_1) ? kQ8 : kQK; }
+
+bool activation_sums(QType t) { return t == QType::Q5_1; }
 
 // Activation rows are quantized as llama.cpp's CPU backend quantizes them for the same weight
 // type, so that both engines multiply the same integers by the same scales:
 // - 32-blocks (the Q8_0 / Q5_0 partner, ggml's x86 quantize_row_q8_0): d = amax / 127 stored
 //   as f16 (round to nearest even) and used as that f16 value; q = round-half-even(x * (127 /
-//   amax)), computed from the f32 amax, not from the rounded d.
+//   amax)), computed from the f32 amax, not from the rounded d. The Q5_1 partner (ggml's x86
+//   quantize_row_q8_1) is the same blocks plus s = f16(amax / 127 * sum of q), the f32 scale
+//   times the integer sum, rounded once.
 // - 256-blocks (the K-quant partner, ggml's Q8_K reference): max = the first value of largest
 //   magnitude, iscale = -127 / max, q = min(127, round-half-even(iscale * x)), d = 1 / iscale
 //   (f32). When max > 0, q and d both carry the opposite sign of x.
@@ -36,22 +41,30 @@ int activation_block(QType t) { return (t == QType::Q8_0 || t == QType::Q5_0) ? 
 struct BlockScale {
     float mul;  // q = rne(x * mul)
     float d;    // the scale the dot products use
+    float d32;  // 32-blocks: that scale before its f16 rounding (the Q8_1 sum's factor)
 };
 
 static BlockScale block_scale(const float* xb, int block, float amax) {
     if (block == kQ8) {
-        const float d = half_to_float(float_to_half(amax / 127.0f));
-        return {amax != 0.f ? 127.0f / amax : 0.f, d};
+        const float d32 = amax / 127.0f;
+        return {amax != 0.f ? 127.0f / amax : 0.f, half_to_float(float_to_half(d32)), d32};
     }
-    if (!(amax > 0.f)) return {0.f, 0.f};
+    if (!(amax > 0.f)) return {0.f, 0.f, 0.f};
     int i = 0;
     while (!(std::fabs(xb[i]) == amax)) ++i;  // the first of largest magnitude, as ggml's scan
     const float iscale = -127.0f / xb[i];
-    return {iscale, 1.0f / iscale};
+    return {iscale, 1.0f / iscale, 0.f};
+}
+
+// ggml's Q8_1 block sum: the f32 scale times the exact integer sum, rounded to f16.
+static float q8_1_sum(const int8_t* q, float d32) {
+    int s = 0;
+    for (int i = 0; i < kQ8; ++i) s += q[i];
+    return half_to_float(float_to_half(d32 * float(s)));
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-static void quantize_block16(const float* xb, int block, int8_t* q, float* d) {
+static BlockScale quantize_block16(const float* xb, int block, int8_t* q, float* d) {
     __m512 m = _mm512_setzero_ps();
     for (int i = 0; i < block; i += 16) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), m);
     const BlockScale sc = block_scale(xb, block, _mm512_reduce_max_ps(m));
@@ -64,6 +77,7 @@ static void quantize_block16(const float* xb, int block, int8_t* q, float* d) {
         r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
     }
+    return sc;
 }
 #define STRATA_QUANTIZE16 1
 #endif
@@ -71,11 +85,11 @@ static void quantize_block16(const float* xb, int block, int8_t* q, float* d) {
 // Round half to even: std::nearbyint in the default rounding mode, as _MM_FROUND_TO_NEAREST_INT.
 static inline float round_half_even(float v) { return std::nearbyint(v); }
 
-void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16) {
+void quantize_activation(const float* x, int cols, int block, int8_t* q, float* d, int16_t* bsum16, float* sum32) {
     for (int b = 0; b < cols / block; ++b) {
         const float* xb = x + size_t(b) * block;
 #ifdef STRATA_QUANTIZE16
-        quantize_block16(xb, block, q + size_t(b) * block, d + b);
+        const BlockScale sc = quantize_block16(xb, block, q + size_t(b) * block, d + b);
 #else
         float amax = 0.f;
         for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
@@ -86,6 +100,7 @@ void quantize_activation(const float* x, int cols, int block, int8_t* q, float* 
             q[size_t(b) * block + i] = int8_t(std::min(127.f, std::max(-127.f, v)));
         }
 #endif
+        if (sum32 && block == kQ8) sum32[b] = q8_1_sum(q + size_t(b) * block, sc.d32);
     }
     if (bsum16)
         for (int g = 0; g < cols / 16; ++g) {
@@ -120,6 +135,7 @@ struct Act {
     const int8_t* q;
     const float* d;
     const int16_t* bsum16;
+    const float* s;  // Q5_1: the Q8_1 block sums
 };
 
 // ================================ scalar =================================================
@@ -166,6 +182,25 @@ struct ScalarKernels {
                 lanes_fma(acc + 8 * (b & 3), isum, dd);
             }
             y[t] = lanes_sum32(acc);
+        }
+    }
+    // Q5_1: unsigned codes, the same lanes as Q5_0; the min term m * s is a separate float sum in
+    // block order, added last (ggml: hsum + summs).
+    static void q5_1(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
+        for (int t = 0; t < T; ++t) {
+            float acc[32] = {};
+            float mins = 0.f;
+            for (int b = 0; b < nb; ++b) {
+                const uint8_t* blk = row + size_t(b) * 24;
+                const float dd = half_to_float(load_u16(blk)) * xa[t].d[b];
+                int w[32];
+                for (int i = 0; i < 32; ++i) w[i] = q5_1_code(blk, i);
+                int32_t isum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                lane_dot32(w, xa[t].q + size_t(b) * 32, 1, 1, isum);
+                lanes_fma(acc + 8 * (b & 3), isum, dd);
+                mins = mins + half_to_float(load_u16(blk + 2)) * xa[t].s[b];
+            }
+            y[t] = lanes_sum32(acc) + mins;
         }
     }
     // Q4_K and Q5_K share everything but the fifth bit.
@@ -284,26 +319,30 @@ struct Avx2Kernels {
             y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
         }
     }
-    static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
-        __m256 acc[4 * kMaxDotRows];
-        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
-        const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0f);
+    // The 32 five-bit codes (0..31) of a Q5_0 / Q5_1 block from its high-bit word and nibbles.
+    static inline __m256i q5_codes(const uint8_t* qh_bytes, const uint8_t* nibbles) {
         // byte i of the spread high bits: bit i of qh, selected by shuffling qh's bytes into place
         const __m256i bytesel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
         const __m256i bitsel = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+        uint32_t qh;
+        std::memcpy(&qh, qh_bytes, 4);
+        const __m128i q16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
+        const __m256i q = _mm256_setr_m128i(q16, _mm_srli_epi16(q16, 4));
+        const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0f));
+        const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), bytesel);
+        const __m256i hbit = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bitsel), bitsel),
+                                              _mm256_set1_epi8(0x10));
+        return _mm256_or_si256(lo, hbit);
+    }
+    static void q5_0(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
+        __m256 acc[4 * kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
+        const __m256i ones = _mm256_set1_epi16(1);
         for (int b = 0; b < nb; ++b) {
             const uint8_t* blk = row + size_t(b) * 22;
             const float dw = half_to_float(load_u16(blk));
-            uint32_t qh;
-            std::memcpy(&qh, blk + 2, 4);
-            const __m128i q16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6));
-            const __m256i q = _mm256_setr_m128i(q16, _mm_srli_epi16(q16, 4));
-            const __m256i lo = _mm256_and_si256(q, low4);
-            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), bytesel);
-            const __m256i hbit = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bitsel), bitsel),
-                                                  _mm256_set1_epi8(0x10));
-            const __m256i w = _mm256_sub_epi8(_mm256_or_si256(lo, hbit), _mm256_set1_epi8(16));
+            const __m256i w = _mm256_sub_epi8(q5_codes(blk + 2, blk + 6), _mm256_set1_epi8(16));
             const __m256i uw = _mm256_sign_epi8(w, w);
             for (int t = 0; t < T; ++t) {
                 const __m256i sx = _mm256_sign_epi8(load32(xa[t].q + size_t(b) * 32), w);
@@ -314,6 +353,29 @@ struct Avx2Kernels {
         for (int t = 0; t < T; ++t) {
             const __m256* g = acc + 4 * t;
             y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3])));
+        }
+    }
+    // Q5_1: unsigned codes straight into vpmaddubsw; the min term as the scalar kernel's.
+    static void q5_1(const uint8_t* row, int nb, const Act* xa, int T, float* y) {
+        __m256 acc[4 * kMaxDotRows];
+        float mins[kMaxDotRows];
+        for (int t = 0; t < 4 * T; ++t) acc[t] = _mm256_setzero_ps();
+        for (int t = 0; t < T; ++t) mins[t] = 0.f;
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int b = 0; b < nb; ++b) {
+            const uint8_t* blk = row + size_t(b) * 24;
+            const float dw = half_to_float(load_u16(blk)), mw = half_to_float(load_u16(blk + 2));
+            const __m256i w = q5_codes(blk + 4, blk + 8);
+            for (int t = 0; t < T; ++t) {
+                __m256& a = acc[4 * t + (b & 3)];
+                const __m256i isum = dot32(w, load32(xa[t].q + size_t(b) * 32), ones);
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xa[t].d[b]), a);
+                mins[t] = mins[t] + mw * xa[t].s[b];
+            }
+        }
+        for (int t = 0; t < T; ++t) {
+            const __m256* g = acc + 4 * t;
+            y[t] = hsum8(_mm256_add_ps(_mm256_add_ps(g[0], g[2]), _mm256_add_ps(g[1], g[3]))) + mins[t];
         }
     }
     template <bool kFive>
@@ -439,6 +501,7 @@ void run_rows(QType qt, const Act* xa, int T, const uint8_t* W, size_t rb, int c
         switch (qt) {
             case QType::Q8_0: K::q8_0(row, cols / kQ8, xa, T, y); break;
             case QType::Q5_0: K::q5_0(row, cols / kQ8, xa, T, y); break;
+            case QType::Q5_1: K::q5_1(row, cols / kQ8, xa, T, y); break;
             case QType::Q4_K: K::template q45_k<false>(row, cols / kQK, xa, T, y); break;
             case QType::Q5_K: K::template q45_k<true>(row, cols / kQK, xa, T, y); break;
             case QType::Q6_K: K::q6_k(row, cols / kQK, xa, T, y); break;
@@ -459,16 +522,20 @@ void dot_rows_int8(QType qt, const float* X, int T, int ldx, const uint8_t* W, s
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> d;
     thread_local std::vector<int16_t> bsum;
+    thread_local std::vector<float> sums;
     q.resize(size_t(T) * cols);
     d.resize(size_t(T) * (cols / block));
     bsum.resize(size_t(T) * (cols / 16));
+    const bool with_sums = activation_sums(qt);
+    if (with_sums) sums.resize(size_t(T) * (cols / block));
     Act xa[kMaxDotRows];
     for (int t = 0; t < T; ++t) {
         int8_t* qt_ = q.data() + size_t(t) * cols;
         float* dt = d.data() + size_t(t) * (cols / block);
         int16_t* bt = block == kQK ? bsum.data() + size_t(t) * (cols / 16) : nullptr;
-        quantize_activation(X + size_t(t) * ldx, cols, block, qt_, dt, bt);
-        xa[t] = {qt_, dt, bt};
+        float* st = with_sums ? sums.data() + size_t(t) * (cols / block) : nullptr;
+        quantize_activation(X + size_t(t) * ldx, cols, block, qt_, dt, bt, st);
+        xa[t] = {qt_, dt, bt, st};
     }
 #ifdef STRATA_INT8_AVX2
     if (isa != Isa::kScalar) {

@@ -9,7 +9,8 @@
 // on the weights only and is taken off once per super-block for all input rows. Q8_0 and
 // Q5_0 weights are signed: they are offset to unsigned (w + 128, q5 + 16 without the -16) and the
 // accumulator starts at -offset x (sum of each 4 activations), also precomputed per row; IQ4_XS
-// looks its levels up as level + 128 the same way.
+// looks its levels up as level + 128 the same way. Q5_1's codes are unsigned already; its min term
+// (min x the activation block's Q8_1 sum) is a float sum in block order, as in the other kernels.
 //
 // The activation rows are laid out for the kernels once per call: Q4_K / Q5_K's sub-blocks of each 256
 // are reordered 0,2,1,3,4,6,5,7 so that one 64-byte load matches the low (or high) nibbles of 64
@@ -42,6 +43,7 @@ struct Row {
     const int32_t* corr;    // Q8_0 / Q5_0 / IQ4_XS: -offset * (sum of each 4 values)
     const uint8_t* xu;      // Q6_K: q + 128 as unsigned bytes
     const int16_t* bsum32;  // Q4_K / Q5_K: sums of each 32 values, natural order
+    const float* s;         // Q5_1: the Q8_1 block sums
 };
 
 // lane i + lane i+8, then i + i+4, then (0+2, 1+3), then 0+1: the tree of the scalar lanes_sum32.
@@ -67,26 +69,30 @@ inline uint32_t load_u32(const uint8_t* p) {
     return v;
 }
 
-// ---- Q8_0 and Q5_0: 32-weight blocks, two per register ----------------------------------
+// ---- Q8_0, Q5_0 and Q5_1: 32-weight blocks, two per register --------------------------------
 // Float lanes as the scalar code: block b in lane group b % 4, one FMA per block and lane in block
 // order; acc0 holds groups 0|1 (even pairs), acc1 groups 2|3 (odd pairs), so two FMA chains run
 // at once. Rows are walked in spans of 8 blocks; input rows in groups of up to 4 whose
 // accumulators stay in registers (a weight row is decoded again per group, from L1).
-template <bool kFive>
+enum Kind32 { kQ8_0 = 0, kQ5_0 = 1, kQ5_1 = 2 };
+template <int kKind>
 struct Q8Pairs {
-    static constexpr int kB = kFive ? 22 : 34;  // bytes per block
-    // Weights of blocks p, p+1 (or p alone) as unsigned bytes: w + 128 (Q8_0), q5 = w + 16 (Q5_0).
+    static constexpr bool kFive = kKind != kQ8_0;
+    static constexpr int kB = kKind == kQ8_0 ? 34 : kKind == kQ5_0 ? 22 : 24;  // bytes per block
+    static constexpr int kHigh = kKind == kQ5_1 ? 4 : 2;  // where the fifth bits start (Q5_x)
+    // Weights of blocks p, p+1 (or p alone) as unsigned bytes: w + 128 (Q8_0), q5 = w + 16 (Q5_0),
+    // the code q5 itself (Q5_1).
     static inline __m512i decode(const uint8_t* p, bool two) {
         if (!kFive) {
             __m512i w = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)));
             if (two) w = _mm512_inserti64x4(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kB + 2)), 1);
             return _mm512_xor_si512(w, _mm512_set1_epi8(char(0x80)));
         }
-        uint64_t hbits = load_u32(p + 2);
-        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 6)));
+        uint64_t hbits = load_u32(p + kHigh);
+        __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kHigh + 4)));
         if (two) {
-            hbits |= uint64_t(load_u32(p + kB + 2)) << 32;
-            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kB + 6));
+            hbits |= uint64_t(load_u32(p + kB + kHigh)) << 32;
+            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kB + kHigh + 4));
             v = _mm512_inserti32x4(_mm512_inserti32x4(v, q1, 2), q1, 3);
         }
         // 128-bit lanes 1 and 3 take the high nibbles
@@ -110,15 +116,33 @@ inline __m512i pair_index(int k) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * k)), _mm256_set1_epi32(2 * k + 1), 1);
 }
 
-template <bool kFive, int TB>
+// Q5_1's min term of n <= 8 blocks: the products min x sum (one IEEE multiply each, as the scalar
+// code's) added to the running sum one block at a time, in block order.
+inline float add_mins(float run, __m256 mins, __m256 sums, int n) {
+    alignas(32) float p[8];
+    _mm256_store_ps(p, _mm256_mul_ps(mins, sums));
+    for (int i = 0; i < n; ++i) run = run + p[i];
+    return run;
+}
+
+template <int kKind, int TB>
 void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, int ldy, int r0, int r1) {
-    using P = Q8Pairs<kFive>;
+    using P = Q8Pairs<kKind>;
     constexpr int kB = P::kB;
+    constexpr bool kOffset = kKind != kQ5_1;  // signed weights: the accumulators start at -offset x sums
     const __m512i p0 = pair_index(0), p1 = pair_index(1), p2 = pair_index(2), p3 = pair_index(3);
+    // the int32 accumulator of blocks b, b+1 of input row t: the offset correction, or zero
+    auto start = [xa](int t, int b) {
+        return kOffset ? _mm512_loadu_si512(xa[t].corr + size_t(b) * 8) : _mm512_setzero_si512();
+    };
     for (int r = r0; r < r1; ++r) {
         const uint8_t* row = W + size_t(r) * rb;
         __m512 acc[TB], acc1[TB];
-        for (int t = 0; t < TB; ++t) acc[t] = acc1[t] = _mm512_setzero_ps();
+        float mins[TB];
+        for (int t = 0; t < TB; ++t) {
+            acc[t] = acc1[t] = _mm512_setzero_ps();
+            mins[t] = 0.f;
+        }
         int b0 = 0;
         for (; b0 + 8 <= nb; b0 += 8) {
             const uint8_t* blk = row + size_t(b0) * kB;
@@ -126,21 +150,22 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
             const __m256 dw = P::scales(blk, 8);
             const __m512i w0 = P::decode(blk, true), w1 = P::decode(blk + 2 * kB, true),
                           w2 = P::decode(blk + 4 * kB, true), w3 = P::decode(blk + 6 * kB, true);
+            const __m256 mw = kKind == kQ5_1 ? P::scales(blk + 2, 8) : _mm256_setzero_ps();
             for (int t = 0; t < TB; ++t) {
                 const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_loadu_ps(xa[t].d + b0)));
                 const int8_t* xq = xa[t].q + size_t(b0) * 32;
-                const int32_t* xc = xa[t].corr + size_t(b0) * 8;
                 __m512 a = acc[t], b = acc1[t];
-                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc), w0, _mm512_loadu_si512(xq))),
+                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start(t, b0), w0, _mm512_loadu_si512(xq))),
                                     _mm512_permutexvar_ps(p0, s), a);
-                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 16), w1, _mm512_loadu_si512(xq + 64))),
+                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start(t, b0 + 2), w1, _mm512_loadu_si512(xq + 64))),
                                     _mm512_permutexvar_ps(p1, s), b);
-                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 32), w2, _mm512_loadu_si512(xq + 128))),
+                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start(t, b0 + 4), w2, _mm512_loadu_si512(xq + 128))),
                                     _mm512_permutexvar_ps(p2, s), a);
-                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_loadu_si512(xc + 48), w3, _mm512_loadu_si512(xq + 192))),
+                b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start(t, b0 + 6), w3, _mm512_loadu_si512(xq + 192))),
                                     _mm512_permutexvar_ps(p3, s), b);
                 acc[t] = a;
                 acc1[t] = b;
+                if (kKind == kQ5_1) mins[t] = add_mins(mins[t], mw, _mm256_loadu_ps(xa[t].s + b0), 8);
             }
         }
         if (b0 < nb) {  // a partial span: 1-7 blocks
@@ -155,20 +180,27 @@ void q8_rows_tb(const uint8_t* W, size_t rb, int nb, const Row* xa, float* Y, in
                 for (int t = 0; t < TB; ++t) {
                     const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(dw, _mm256_maskz_loadu_ps(m8, xa[t].d + b0)));
                     const int8_t* xq = xa[t].q + size_t(b0 + 2 * k) * 32;
-                    const int32_t* xc = xa[t].corr + size_t(b0 + 2 * k) * 8;
                     __m512& a = (k & 1) ? acc1[t] : acc[t];
                     if (two) {
-                        const __m512i i = _mm512_dpbusd_epi32(_mm512_loadu_si512(xc), w, _mm512_loadu_si512(xq));
+                        const __m512i i = _mm512_dpbusd_epi32(start(t, b0 + 2 * k), w, _mm512_loadu_si512(xq));
                         a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), a);
                     } else {  // the last block of an odd count: the upper lanes stay as they are
-                        const __m512i i = _mm512_dpbusd_epi32(_mm512_maskz_loadu_epi32(0x00ff, xc), w,
-                                                              _mm512_maskz_loadu_epi8(0xffffffffull, xq));
+                        const __m512i c = kOffset ? _mm512_maskz_loadu_epi32(0x00ff, xa[t].corr + size_t(b0 + 2 * k) * 8)
+                                                   : _mm512_setzero_si512();
+                        const __m512i i = _mm512_dpbusd_epi32(c, w, _mm512_maskz_loadu_epi8(0xffffffffull, xq));
                         a = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_permutexvar_ps(pk, s), a, 0x00ff);
                     }
                 }
             }
+            if (kKind == kQ5_1) {
+                const __m256 mw = P::scales(blk + 2, n);
+                for (int t = 0; t < TB; ++t) mins[t] = add_mins(mins[t], mw, _mm256_maskz_loadu_ps(m8, xa[t].s + b0), n);
+            }
         }
-        for (int t = 0; t < TB; ++t) Y[size_t(t) * ldy + r] = hsum16(_mm512_add_ps(acc[t], acc1[t]));
+        for (int t = 0; t < TB; ++t) {
+            const float y = hsum16(_mm512_add_ps(acc[t], acc1[t]));
+            Y[size_t(t) * ldy + r] = kKind == kQ5_1 ? y + mins[t] : y;  // (no + 0.f: it would turn -0 into +0)
+        }
     }
 }
 
@@ -378,13 +410,19 @@ void rows_in_groups(const uint8_t* W, size_t rb, int nb, const Row* xa, int T, f
 template <int TB>
 struct Q8Kernel {
     static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
-        q8_rows_tb<false, TB>(W, rb, nb, x, y, ldy, r0, r1);
+        q8_rows_tb<kQ8_0, TB>(W, rb, nb, x, y, ldy, r0, r1);
     }
 };
 template <int TB>
 struct Q5Kernel {
     static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
-        q8_rows_tb<true, TB>(W, rb, nb, x, y, ldy, r0, r1);
+        q8_rows_tb<kQ5_0, TB>(W, rb, nb, x, y, ldy, r0, r1);
+    }
+};
+template <int TB>
+struct Q51Kernel {
+    static void run(const uint8_t* W, size_t rb, int nb, const Row* x, float* y, int ldy, int r0, int r1) {
+        q8_rows_tb<kQ5_1, TB>(W, rb, nb, x, y, ldy, r0, r1);
     }
 };
 template <int TB>
@@ -425,9 +463,12 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
     thread_local std::vector<int16_t> bsum, b32;
     thread_local std::vector<uint8_t> xub;
     thread_local std::vector<int32_t> corr;
+    thread_local std::vector<float> sums;
     const size_t n = size_t(T) * cols;
     q.resize(n + 64);
     d.resize(size_t(T) * (cols / block));
+    const bool with_sums = activation_sums(qt);
+    if (with_sums) sums.resize(size_t(T) * (cols / block));
     Row xa[kMaxDotRows];
     const __m512i ones = _mm512_set1_epi8(1);
     if (k45) {
@@ -442,9 +483,10 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
         int8_t* qt_ = q.data() + size_t(t) * cols;
         float* dt = d.data() + size_t(t) * (cols / block);
         int16_t* bt = k45 ? bsum.data() + size_t(t) * (cols / 16) : nullptr;
-        quantize_activation(X + size_t(t) * ldx, cols, block, qt_, dt, bt);
+        float* st = with_sums ? sums.data() + size_t(t) * (cols / block) : nullptr;
+        quantize_activation(X + size_t(t) * ldx, cols, block, qt_, dt, bt, st);
         Row& rw = xa[t];
-        rw = {qt_, dt, nullptr, nullptr, bt};
+        rw = {qt_, dt, nullptr, nullptr, bt, st};
         if (offset) {
             const int shift = qt == QType::Q5_0 ? 4 : 7;  // offsets 16 and 128
             int32_t* c = corr.data() + size_t(t) * (cols / 4);
@@ -460,7 +502,7 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
             for (int i = 0; i < cols; i += 64)  // cols is a whole number of 256-blocks
                 _mm512_storeu_si512(u + i, _mm512_xor_si512(_mm512_loadu_si512(qt_ + i), _mm512_set1_epi8(char(0x80))));
             rw.xu = u;
-        } else {  // Q4_K / Q5_K: sub-blocks 0,2,1,3,4,6,5,7 of every 256
+        } else if (k45) {  // Q4_K / Q5_K: sub-blocks 0,2,1,3,4,6,5,7 of every 256
             int8_t* k = qk.data() + size_t(t) * cols;
             int16_t* s32 = b32.data() + size_t(t) * (cols / 32);
             for (int g = 0; g < cols / 32; ++g) s32[g] = int16_t(bt[2 * g] + bt[2 * g + 1]);
@@ -474,6 +516,7 @@ bool dot_rows_int8_vnni(QType qt, const float* X, int T, int ldx, const uint8_t*
     switch (qt) {
         case QType::Q8_0: rows_in_groups<Q8Kernel>(W, rb, cols / kQ8, xa, T, Y, ldy, r0, r1); break;
         case QType::Q5_0: rows_in_groups<Q5Kernel>(W, rb, cols / kQ8, xa, T, Y, ldy, r0, r1); break;
+        case QType::Q5_1: rows_in_groups<Q51Kernel>(W, rb, cols / kQ8, xa, T, Y, ldy, r0, r1); break;
         case QType::Q4_K: rows_in_groups<Q4KKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
         case QType::Q5_K: rows_in_groups<Q5KKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;
         case QType::IQ4_XS: rows_in_groups<Iq4XsKernel>(W, rb, cols / kQK, xa, T, Y, ldy, r0, r1); break;

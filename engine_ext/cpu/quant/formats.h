@@ -13,6 +13,7 @@ enum class QType : int {
     F32 = 0,
     F16 = 1,
     Q5_0 = 6,
+    Q5_1 = 7,
     Q8_0 = 8,
     Q4_K = 12,
     Q5_K = 13,
