@@ -255,3 +255,97 @@ def test_answer_only_loss_masks_prompts_and_user_turns_but_not_code():
         assert mask[i, n:].all()
     plain = torch.tensor([tok.encode(code * 3).ids])
     assert train.loss_mask(plain, ids).all()  # a pure code row keeps its whole loss
+
+
+def _marked(tok, original, rewritten, after=0):
+    ex = prompts.edit_example("a.py", original, "do it", rewritten)
+    start = len(prompts.edit_prompt("a.py", original, "do it"))
+    enc = tok.encode(ex)
+    marks = make_rows.change_marks(enc.offsets, start, make_rows.changed_spans(original, rewritten), after)
+    return enc, marks
+
+
+def test_change_marks_land_on_exactly_the_changed_tokens():
+    """make_rows marks an edit's rewrite (1) and, within it, the tokens that carry a change (2):
+    an added line, a renamed identifier, a changed literal, the first token after a deletion
+    (plus --mark-after tokens); nothing in the prompt and nothing for "leave unchanged"."""
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    src = "import os\nimport sys\n\n\ndef foo(a):\n    x = 10\n    return foo(a) + x\n"
+    cases = [
+        ("import os\nimport math\nimport sys\n\n\ndef foo(a):\n    x = 10\n    return foo(a) + x\n", ["import", " math", "\n"]),
+        (src.replace("foo", "bar_baz"), [" bar", "_", "baz", " bar", "_", "baz"]),
+        (src.replace("10", "11"), [" 11"]),
+        (src.replace("import sys\n", ""), ["\n\n"]),  # the blank lines now follow "import os\n"
+        (src, []),
+    ]
+    for rewritten, want in cases:
+        enc, marks = _marked(tok, src, rewritten)
+        assert len(marks) == len(enc.ids)
+        changed = [tok.decode([t], skip_special_tokens=False) for t, m in zip(enc.ids, marks) if m == 2]
+        assert changed == want, (rewritten, changed)
+        rewrite = [t for t, m in zip(enc.ids, marks) if m > 0]
+        assert tok.decode(rewrite, skip_special_tokens=False) == rewritten + prompts.ENDOFTEXT
+        assert marks[0] == 0 and (marks[: len(enc.ids) - len(rewrite)] == 0).all()
+    # --mark-after: the tokens right after each change are marked too, and no others
+    enc, marks = _marked(tok, src, src.replace("10", "11"), after=2)
+    pos = np.flatnonzero(marks == 2)
+    assert len(pos) == 3 and tok.decode([enc.ids[pos[0]]]) == " 11" and list(pos) == list(range(pos[0], pos[0] + 3))
+    # a deletion at the very end marks the <|endoftext|> (stopping there is the change)
+    enc, marks = _marked(tok, "x = 1\ny = 2\n", "x = 1\n")
+    assert [enc.ids[i] for i in np.flatnonzero(marks == 2)] == [tok.token_to_id(prompts.ENDOFTEXT)]
+
+
+def test_packer_keeps_marks_aligned_with_tokens():
+    packer = make_rows.Packer(width=64, eos=0, code_row_frac=0.3, seed=5)
+    for i in range(30):
+        packer.add_code(np.arange(1, 30, dtype=np.uint16) + i)
+    for n in (10, 50, 30, 7, 33, 20):
+        marks = np.zeros(n, dtype=np.uint8)
+        marks[n // 2:] = 1
+        marks[n - 2] = 2
+        packer.add_example(np.full(n, 1000 + n, dtype=np.uint16), "edit", marks)
+        packer.add_example(np.full(5, 3000, dtype=np.uint16), "chat")
+    packer.close()
+    assert len(packer.rows) == len(packer.marks)
+    for row, marks in zip(packer.rows, packer.marks):
+        assert row.shape == marks.shape == (64,)
+        for n in (10, 50, 30, 7, 33, 20):
+            at = np.flatnonzero(row == 1000 + n)
+            if len(at):
+                assert list(marks[at]) == [0] * (n // 2) + [1] * (n - n // 2 - 2) + [2, 1]
+        assert not marks[row == 3000].any() and not marks[row < 1000].any()
+
+
+def test_changed_tokens_weigh_more_in_the_loss():
+    """train.loss_weights: changed_weight on marked changed tokens, 1 on copied rewrite tokens,
+    code_weight on other answer tokens, 0 where the prompt mask says so; with marks from a real
+    edit example the weighted labels are exactly the changed tokens."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import train
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    ids = train.prompt_ids(tok)
+    src = "import os\nx = 1\n\n\ndef f():\n    return x\n"
+    new = "import os\nimport math\nx = 1\n\n\ndef f():\n    return x\n"
+    enc, marks = _marked(tok, src, new)
+    code = tok.encode("def g(a):\n    return a\n").ids
+    row = torch.tensor([enc.ids + code])
+    m = torch.from_numpy(np.concatenate([marks, np.zeros(len(code), dtype=np.uint8)]).astype(np.int64))[None]
+    keep = train.loss_mask(row, ids)
+    w = train.loss_weights(keep, m[:, 1:], 8.0, 0.5)
+    labels = row[0, 1:]
+    heavy = [int(t) for t, x in zip(labels, w[0]) if x == 8.0]
+    assert tok.decode(heavy) == "import math\n"
+    one = [int(t) for t, x in zip(labels, w[0]) if x == 1.0]
+    assert tok.decode(one, skip_special_tokens=False) == "import os\nx = 1\n\n\ndef f():\n    return x\n" + prompts.ENDOFTEXT
+    half = [int(t) for t, x in zip(labels, w[0]) if x == 0.5]
+    assert tok.decode(half) == "def g(a):\n    return a\n"
+    assert (w[0][~keep[0]] == 0).all() and set(w[0].tolist()) == {0.0, 0.5, 1.0, 8.0}
+    # the default objective (weights 1) is the plain answer mask
+    assert torch.equal(train.loss_weights(keep, m[:, 1:], 1.0, 1.0), keep.float())

@@ -112,13 +112,14 @@ def generate(model, tokenizer, prompt_texts, device, max_new, stop_id, batch=128
     return results
 
 
-def load_tasks(path: Path, per_kind: int):
+def load_tasks(path: Path, per_kind: int, skip_per_kind: int = 0):
+    """The first per_kind tasks of each kind (after the first skip_per_kind of each)."""
     tasks, count = [], {}
     with gzip.open(path, "rt") as f:
         for line in f:
             t = json.loads(line)
-            if count.get(t["kind"], 0) < per_kind:
-                count[t["kind"]] = count.get(t["kind"], 0) + 1
+            count[t["kind"]] = count.get(t["kind"], 0) + 1
+            if skip_per_kind < count[t["kind"]] <= skip_per_kind + per_kind:
                 tasks.append(t)
     return tasks
 
@@ -198,6 +199,54 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
     return res, samples
 
 
+@torch.no_grad()
+def eval_forced(model, tokenizer, tasks, device, log):
+    """Teacher-forced exact match: one forward pass over prompt + reference rewrite +
+    <|endoftext|> per task; a task counts as exact when the model's top token is the reference
+    token at every position of the rewrite and at its end. Greedy decoding reproduces the
+    reference exactly when (ties and a different tokenization of the same text aside) this holds,
+    so it measures greedy exact match at the cost of one prefill instead of a generation. Also
+    reported: the share of the rewrite's tokens predicted right, and of its changed tokens
+    (make_rows.change_marks, the tokens that carry the edit)."""
+    import make_rows
+
+    eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
+    per_kind, rows, t0 = {}, [], time.time()
+    for n, t in enumerate(tasks):
+        prompt = prompts.edit_prompt(t["filename"], t["original"], t["instruction"])
+        enc = tokenizer.encode(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
+        marks = make_rows.change_marks(enc.offsets, len(prompt), make_rows.changed_spans(t["original"], t["rewritten"]))
+        ids = torch.tensor([enc.ids], device=device)
+        with _autocast(device):
+            logits = model(input_ids=ids[:, :-1]).logits[0]
+        right = (logits.argmax(-1) == ids[0, 1:]).cpu()
+        m = torch.from_numpy(marks[1:].astype("int64"))
+        rew, chg = m > 0, m == 2
+        exact = bool(right[rew].all()) and enc.ids[-1] == eos
+        k = per_kind.setdefault(t["kind"], {"tasks": 0, "exact": 0, "token_acc": 0.0, "changed": 0, "changed_right": 0})
+        k["tasks"] += 1
+        k["exact"] += int(exact)
+        k["token_acc"] += float(right[rew].float().mean())
+        k["changed"] += int(chg.sum())
+        k["changed_right"] += int(right[chg].sum())
+        first = int(torch.nonzero(rew & ~right)[0]) - int(torch.nonzero(rew)[0]) if not exact else None
+        rows.append({"kind": t["kind"], "path": t["path"], "exact": exact, "first_wrong": first,
+                     "changed_wrong": int(chg.sum() - right[chg].sum()), "changed": int(chg.sum())})
+        if (n + 1) % 20 == 0:
+            log(f"  forced {n + 1}/{len(tasks)}: {sum(r['exact'] for r in rows)} exact ({time.time() - t0:.0f}s)")
+    for k in per_kind.values():
+        k["rate"] = k["exact"] / k["tasks"]
+        k["token_acc"] /= k["tasks"]
+        k["changed_acc"] = k["changed_right"] / max(k["changed"], 1)
+    n = len(rows)
+    res = {"per_kind": per_kind, "tasks": n, "overall": sum(r["exact"] for r in rows) / max(n, 1),
+           "changed_acc": sum(k["changed_right"] for k in per_kind.values()) / max(sum(k["changed"] for k in per_kind.values()), 1),
+           "seconds": round(time.time() - t0, 1)}
+    log(f"forced: overall {res['overall']:.3f} ({sum(r['exact'] for r in rows)}/{n}), changed tokens right "
+        f"{res['changed_acc']:.3f}, " + ", ".join(f"{k} {v['exact']}" for k, v in sorted(per_kind.items())))
+    return res, rows
+
+
 def chat_prompts(heldout_rows, n, seed=5):
     """Conversations about held-out functions (the first user turn of chat_data's shapes) and a
     few general ones."""
@@ -262,11 +311,14 @@ def main() -> None:
     ap.add_argument("--heldout", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--per-kind", type=int, default=20)
+    ap.add_argument("--skip-per-kind", type=int, default=0, help="leave out the first N tasks of each kind")
     ap.add_argument("--bpb-files", type=int, default=300)
     ap.add_argument("--bpb-window", type=int, default=8192)
     ap.add_argument("--chats", type=int, default=8)
     ap.add_argument("--max-time", type=float, default=None, help="seconds for all edit generations")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: edits,bpb,chat")
+    ap.add_argument("--forced", action="store_true",
+                    help="edits teacher-forced (eval_forced: one forward pass per task) instead of generated")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--gen-batch", type=int, default=128, help="prompts per transformers generate() call")
     ap.add_argument("--engine", choices=("transformers", "strata"), default="transformers",
@@ -282,15 +334,20 @@ def main() -> None:
     def log(msg):
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
-    if args.device == "cuda":
+    if args.device == "cuda" or args.forced:
         import train as T
 
-        T.choose_gdn(log, "auto", "cuda")
+        T.choose_gdn(log, "auto", args.device)
     model, tokenizer = load_model(args, args.device)
     results = {"model": str(args.model or args.ckpt), "engine": args.engine}
     engine = StrataEngine(args.model, args.threads) if args.engine == "strata" else None
     heldout = list(iter_corpus(args.heldout))
-    if "edits" not in skip:
+    if args.forced:
+        tasks = load_tasks(args.tasks, args.per_kind, args.skip_per_kind)
+        results["forced"], rows = eval_forced(model, tokenizer, tasks, args.device, log)
+        (args.out / "forced_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (args.out / "eval.json").write_text(json.dumps(results, indent=1))
+    elif "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)
         results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log,
                                                args.gen_batch, engine, args.task_seconds)

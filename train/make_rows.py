@@ -7,6 +7,12 @@ worker processes, turns each into:
 - code-assistant conversations (chat_data.py) from documented functions and METADATA;
 - plain text for the code stream (every file: code, docs, METADATA).
 
+Beside each shard of rows goes a shard of marks (marks_NNNN.npy, uint8, same shape, written
+first): 1 on the tokens of an edit's rewrite and its <|endoftext|>, 2 on the rewrite tokens that
+carry a change (change_marks(): the characters that differ from the original, the first token
+after a deletion, and --mark-after tokens after each change), 0 elsewhere (prompts, chats, code).
+train.py --changed-weight reads them; the rows themselves do not depend on them.
+
 Rows are seq_len+1 tokens. An edit/chat row starts with a whole example at position 0, takes
 further whole examples while they fit and is topped up from the code stream; about
 code_row_frac of the rows are pure code. Rows go to <out>/rows_NNNN.npy (uint16, written
@@ -20,6 +26,7 @@ corpus is used up a new pass starts with a new seed (fresh edits of the same fil
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import multiprocessing as mp
 import os
@@ -41,6 +48,62 @@ from strata import prompts  # noqa: E402
 
 _TOK = None
 
+MARK_REWRITE, MARK_CHANGED = 1, 2
+CHAR_DIFF_LIMIT = 4000  # replaced blocks longer than this (either side) are marked whole
+
+
+def changed_spans(original: str, rewritten: str) -> list[tuple[int, int]]:
+    """Character spans [a, b) of `rewritten` that differ from `original`; a deletion is the
+    empty span (p, p) at the place it happened. Lines are aligned first (difflib); inside a
+    block of replaced lines the characters are aligned, so a rename marks the new name, not the
+    whole line."""
+    old, new = original.splitlines(keepends=True), rewritten.splitlines(keepends=True)
+    starts = [0]
+    for line in new:
+        starts.append(starts[-1] + len(line))
+    spans = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        a, b = starts[j1], starts[j2]
+        if op == "delete":
+            spans.append((a, a))
+        elif op == "insert":
+            spans.append((a, b))
+        else:
+            o, n = "".join(old[i1:i2]), rewritten[a:b]
+            if len(o) > CHAR_DIFF_LIMIT or len(n) > CHAR_DIFF_LIMIT:
+                spans.append((a, b))
+                continue
+            for cop, k1, k2, l1, l2 in difflib.SequenceMatcher(None, o, n, autojunk=False).get_opcodes():
+                if cop != "equal":
+                    spans.append((a + l1, a + l2))
+    return spans
+
+
+def change_marks(offsets, rewrite_start: int, spans, after: int = 0) -> np.ndarray:
+    """Marks for one tokenized edit example: MARK_REWRITE on every token from `rewrite_start`
+    (a character offset: the rewrite, then <|endoftext|>), MARK_CHANGED on the rewrite tokens
+    that overlap a changed span of `changed_spans` (relative to rewrite_start), on the first
+    token that ends after an empty span (a deletion), and on the `after` tokens that follow
+    each such run."""
+    starts = np.fromiter((o[0] for o in offsets), dtype=np.int64, count=len(offsets))
+    ends = np.fromiter((o[1] for o in offsets), dtype=np.int64, count=len(offsets))
+    marks = np.zeros(len(offsets), dtype=np.uint8)
+    first = int(np.searchsorted(starts, rewrite_start))  # special tokens never straddle it
+    marks[first:] = MARK_REWRITE
+    rs, re_ = starts[first:], ends[first:]
+    for a, b in spans:
+        a, b = a + rewrite_start, b + rewrite_start
+        if a == b:
+            hit = np.flatnonzero(re_ > a)[:1]
+        else:
+            hit = np.flatnonzero((re_ > a) & (rs < b))
+        if len(hit):
+            lo, hi = first + int(hit[0]), first + int(hit[-1]) + 1 + after
+            marks[lo:min(hi, len(marks))] = MARK_CHANGED
+    return marks
+
 
 def _init(tok_path: str) -> None:
     global _TOK
@@ -51,21 +114,26 @@ def _init(tok_path: str) -> None:
 
 def work(job):
     """One chunk of files -> token arrays of edit examples, chats and code."""
-    rows, seed, p_two, p_chat, n_chat, p_code, max_chars = job
-    edits, chats, code, kinds = [], [], [], {}
+    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after = job
+    edits, spans, chats, code, kinds = [], [], [], [], {}
     for row in rows:
         rng = random.Random(f"mix:{seed}:{row['sha256']}")
         if file_tasks.usable(row, file_tasks.MIN_CHARS, max_chars):
             n = 2 if rng.random() < p_two else 1
             for t in file_tasks.tasks_for_file(row, n, seed):
                 edits.append(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
+                spans.append((len(prompts.edit_prompt(t["filename"], t["original"], t["instruction"])),
+                              changed_spans(t["original"], t["rewritten"])))
                 kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
         if rng.random() < p_chat or row["path"].endswith("/METADATA"):
             chats += chat_data.chats_for_file(row, n_chat, seed)
         if rng.random() < p_code:
             code.append(row["text"])
     enc = lambda texts: [np.asarray(e.ids, dtype=np.uint16) for e in _TOK.encode_batch(texts)] if texts else []
-    return enc(edits), enc(chats), enc(code), kinds
+    edit_enc = _TOK.encode_batch(edits) if edits else []
+    edit_out = [(np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after))
+                for e, (r, sp) in zip(edit_enc, spans)]
+    return edit_out, enc(chats), enc(code), kinds
 
 
 class Packer:
@@ -76,8 +144,10 @@ class Packer:
         self.code: list[np.ndarray] = []
         self.code_len = 0
         self.cur: list[np.ndarray] = []
+        self.cur_marks: list[np.ndarray] = []
         self.used = 0
         self.rows: list[np.ndarray] = []
+        self.marks: list[np.ndarray] = []  # one per row, uint8 (see change_marks)
         self.stats = {"edit_tokens": 0, "chat_tokens": 0, "code_tokens": 0, "dropped_long": 0}
 
     def add_code(self, ids: np.ndarray) -> None:
@@ -106,19 +176,25 @@ class Packer:
     def close(self) -> None:
         self.cur.append(self.take_code(self.width - self.used))
         self.rows.append(np.concatenate(self.cur))
-        self.cur, self.used = [], 0
+        self.marks.append(np.concatenate(self.cur_marks + [np.zeros(self.width - self.used, dtype=np.uint8)]))
+        self.cur, self.cur_marks, self.used = [], [], 0
         if self.rng.random() < self.p_code and self.code_len > 2 * self.width:
             self.rows.append(self.take_code(self.width))
+            self.marks.append(np.zeros(self.width, dtype=np.uint8))
 
-    def add_example(self, ids: np.ndarray, what: str) -> None:
+    def add_example(self, ids: np.ndarray, what: str, marks: np.ndarray | None = None) -> None:
         if len(ids) > self.width:
             self.stats["dropped_long"] += 1
             return
         if self.used + len(ids) > self.width:
             self.close()
         self.cur.append(ids)
+        self.cur_marks.append(np.zeros(len(ids), dtype=np.uint8) if marks is None else marks)
         self.used += len(ids)
         self.stats[what + "_tokens"] += len(ids)
+        if marks is not None:
+            self.stats["changed_tokens"] = self.stats.get("changed_tokens", 0) + int((marks == MARK_CHANGED).sum())
+            self.stats["rewrite_tokens"] = self.stats.get("rewrite_tokens", 0) + int((marks > 0).sum())
 
 
 def main() -> None:
@@ -138,6 +214,8 @@ def main() -> None:
     ap.add_argument("--code-row-frac", type=float, default=0.12)
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 4))
     ap.add_argument("--chunk", type=int, default=24)
+    ap.add_argument("--mark-after", type=int, default=2,
+                    help="marks: this many rewrite tokens after each change are marked changed too")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from tokenizers import Tokenizer
@@ -152,7 +230,11 @@ def main() -> None:
         nonlocal shard, total_rows
         while len(packer.rows) >= args.shard_rows or (final and packer.rows):
             part, packer.rows = packer.rows[:args.shard_rows], packer.rows[args.shard_rows:]
+            mpart, packer.marks = packer.marks[:args.shard_rows], packer.marks[args.shard_rows:]
             arr = np.stack(part).astype(np.uint16)
+            tmp = args.out / f"marks_{shard:04d}.tmp.npy"  # before the rows: a reader finds both
+            np.save(tmp, np.stack(mpart).astype(np.uint8))
+            os.replace(tmp, args.out / f"marks_{shard:04d}.npy")
             tmp = args.out / f"rows_{shard:04d}.tmp.npy"
             np.save(tmp, arr)
             os.replace(tmp, args.out / f"rows_{shard:04d}.npy")
@@ -171,15 +253,15 @@ def main() -> None:
             order = list(range(len(corpus)))
             random.Random(args.seed + p).shuffle(order)
             jobs = [([corpus[i] for i in order[s:s + args.chunk]], args.seed * 100 + p, args.p_two,
-                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars) for s in range(0, len(order), args.chunk)]
+                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after) for s in range(0, len(order), args.chunk)]
             counts["passes"] = p + 1
             for edits, chats, code, k in pool.imap(work, jobs):
                 for ids in code:
                     packer.add_code(ids)
-                examples = [(e, "edit") for e in edits] + [(c, "chat") for c in chats]
+                examples = [(e, "edit", m) for e, m in edits] + [(c, "chat", None) for c in chats]
                 packer.rng.shuffle(examples)
-                for ids, what in examples:
-                    packer.add_example(ids, what)
+                for ids, what, marks in examples:
+                    packer.add_example(ids, what, marks)
                 counts["edit_examples"] += len(edits)
                 counts["chats"] += len(chats)
                 for key, v in k.items():

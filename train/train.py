@@ -173,24 +173,35 @@ def choose_gdn(log, mode: str, device: str) -> str:
 class ShardFeed:
     """Training rows from make_rows.py's shards (rows_NNNN.npy), in shard order, as they appear.
     If training catches up with the producer it re-reads rows it has already trained on (the
-    count is logged and kept in run.json) instead of waiting."""
+    count is logged and kept in run.json) instead of waiting. With marks=True each row comes with
+    its marks (marks_NNNN.npy, written by the producer before the rows; see loss_weights)."""
 
-    def __init__(self, folder: Path, batch: int, seed: int, log):
-        self.folder, self.batch, self.log = folder, batch, log
+    def __init__(self, folder: Path, batch: int, seed: int, log, marks: bool = False):
+        self.folder, self.batch, self.log, self.marks = folder, batch, log, marks
         self.rng = np.random.default_rng(seed)
         self.loaded: list[np.ndarray] = []
         self.next_shard = 0
-        self.queue: list[np.ndarray] = []
+        self.queue: list[int] = []  # indices into the concatenation of loaded shards
         self.reused_rows = 0
+        self.n_loaded = 0
 
     def _load_new(self) -> bool:
         got = False
         while (self.folder / f"rows_{self.next_shard:04d}.npy").exists():
             arr = np.load(self.folder / f"rows_{self.next_shard:04d}.npy")
+            if self.marks:
+                m = np.load(self.folder / f"marks_{self.next_shard:04d}.npy")
+                if m.shape != arr.shape:
+                    raise SystemExit(f"marks_{self.next_shard:04d}.npy: shape {m.shape}, rows {arr.shape}")
+                arr = np.stack([arr, m.astype(arr.dtype)], axis=1)  # (rows, 2, width)
             self.loaded.append(arr)
-            self.queue += list(arr[self.rng.permutation(len(arr))])
+            self.queue += list(self.n_loaded + self.rng.permutation(len(arr)))
+            self.n_loaded += len(arr)
             self.next_shard += 1
             got = True
+        if got:
+            self.pool = np.concatenate(self.loaded) if len(self.loaded) > 1 else self.loaded[0]
+            self.loaded = [self.pool]
         return got
 
     def wait_first(self, timeout=900):
@@ -204,12 +215,11 @@ class ShardFeed:
         if len(self.queue) < self.batch:
             self._load_new()
         if len(self.queue) < self.batch:
-            pool = np.concatenate(self.loaded)
-            self.queue += list(pool[self.rng.permutation(len(pool))])
-            self.reused_rows += len(pool)
-            self.log(f"caught up with the producer: re-reading {len(pool)} rows")
+            self.queue += list(self.rng.permutation(self.n_loaded))
+            self.reused_rows += self.n_loaded
+            self.log(f"caught up with the producer: re-reading {self.n_loaded} rows")
         out, self.queue = self.queue[:self.batch], self.queue[self.batch:]
-        return np.stack(out)
+        return self.pool[np.asarray(out)]  # (batch, width), or (batch, 2, width) with marks
 
 
 class RouterTap:
@@ -303,6 +313,15 @@ def prompt_ids(tokenizer) -> dict:
             "rewrite": tid(prompts.REWRITE), "assistant": head[1:]}
 
 
+def loss_weights(keep: torch.Tensor, marks: torch.Tensor, changed_weight: float, code_weight: float) -> torch.Tensor:
+    """Per-label loss weights for --loss-on answer with marks (make_rows.change_marks, aligned
+    with the labels): `changed_weight` on the rewrite tokens that carry a change (mark 2), 1 on
+    the rest of a rewrite (mark 1: copied tokens and <|endoftext|>), `code_weight` on the other
+    labels that keep loss (mark 0: code, assistant replies), 0 where loss_mask masks."""
+    w = torch.where(marks == 2, changed_weight, torch.where(marks == 1, 1.0, code_weight))
+    return w * keep
+
+
 def loss_mask(batch: torch.Tensor, ids: dict) -> torch.Tensor:
     """Which labels (batch[:, 1:]) carry loss: the prompt of an edit example (<|file|> up to and
     including <|rewrite|>) and every non-assistant chat turn (<|im_start|>user ... up to the next
@@ -357,9 +376,16 @@ def main() -> None:
                     help="Gated DeltaNet chunk function: ours (gdn_fast.py), transformers', or auto (self-test on GPU)")
     ap.add_argument("--loss-on", choices=("all", "answer"), default="all",
                     help="answer: no loss on edit prompts (file + instruction) and user/system chat turns")
+    ap.add_argument("--changed-weight", type=float, default=1.0,
+                    help="with --loss-on answer: loss weight of rewrite tokens that carry a change (needs the producer's marks)")
+    ap.add_argument("--code-weight", type=float, default=1.0,
+                    help="with --loss-on answer and marks: loss weight of answer tokens outside rewrites (code, chat replies)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a very small model for a CPU smoke test")
     args = ap.parse_args()
+    use_marks = args.changed_weight != 1.0 or args.code_weight != 1.0
+    if use_marks and args.loss_on != "answer":
+        raise SystemExit("--changed-weight/--code-weight need --loss-on answer")
     args.out.mkdir(parents=True, exist_ok=True)
     logf = open(args.out / "train_log.txt", "a")
     cuda = args.device == "cuda"
@@ -413,6 +439,11 @@ def main() -> None:
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
 
     def forward_backward(batch: torch.Tensor):
+        """One forward and backward; returns the loss, the balance loss, the label count and
+        (with marks) the mean loss on changed rewrite tokens and on the other rewrite tokens."""
+        parts = ()
+        if use_marks:
+            batch, marks = batch[:, 0], batch[:, 1]
         inputs, labels = batch[:, :-1], batch[:, 1:]
         mask = torch.ones_like(labels, dtype=torch.bool)
         with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
@@ -421,8 +452,15 @@ def main() -> None:
         if args.loss_on == "answer":
             keep = loss_mask(batch, ids).reshape(-1)
             per_tok = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
-            n_keep = keep.sum()
-            loss = (per_tok * keep).sum() / n_keep.clamp(min=1)
+            if use_marks:
+                m = marks[:, 1:].reshape(-1)
+                w = loss_weights(keep, m, args.changed_weight, args.code_weight)
+                loss = (per_tok * w).sum() / w.sum().clamp(min=1e-6)
+                pt = per_tok.detach()
+                parts = tuple(((pt * sel).sum() / sel.sum().clamp(min=1)) for sel in ((m == 2) & keep, (m == 1) & keep))
+            else:
+                n_keep = keep.sum()
+                loss = (per_tok * keep).sum() / n_keep.clamp(min=1)
             del per_tok
         else:
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1))
@@ -430,11 +468,15 @@ def main() -> None:
         aux = tap.aux_loss(mask)
         opt.zero_grad(set_to_none=True)
         (loss + args.aux_coef * aux).backward()
-        return loss.detach(), aux.detach(), labels.numel()
+        return loss.detach(), aux.detach(), labels.numel(), parts
 
-    feed = ShardFeed(args.rows, 1, args.seed, log)
+    if use_marks:
+        log(f"loss weights: changed rewrite tokens {args.changed_weight}, other rewrite tokens 1, "
+            f"code and chat answers {args.code_weight}")
+    feed = ShardFeed(args.rows, 1, args.seed, log, marks=use_marks)
     feed.wait_first()
-    width = feed.loaded[0].shape[1] if not args.crop else min(args.crop + 1, feed.loaded[0].shape[1])
+    full = feed.pool.shape[-1]
+    width = full if not args.crop else min(args.crop + 1, full)
     batch_size = args.batch or 8
     if cuda and not args.batch:
         # size the batch from the peak memory of one probe step (no optimizer step)
@@ -442,7 +484,7 @@ def main() -> None:
         feed.batch = probe
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        forward_backward(torch.from_numpy(feed.next_batch()[:, :width].astype(np.int64)).to(args.device))
+        forward_backward(torch.from_numpy(feed.next_batch()[..., :width].astype(np.int64)).to(args.device))
         opt.zero_grad(set_to_none=True)
         peak = torch.cuda.max_memory_allocated()
         total = torch.cuda.get_device_properties(0).total_memory
@@ -459,12 +501,12 @@ def main() -> None:
     (args.out / "run.json").write_text(json.dumps(run, indent=1))
 
     def next_batch() -> torch.Tensor:
-        host = torch.from_numpy(feed.next_batch()[:, :width].astype(np.int64))
+        host = torch.from_numpy(feed.next_batch()[..., :width].astype(np.int64))
         return host.pin_memory().to(args.device, non_blocking=True) if cuda else host
 
     loss_csv = open(args.out / "loss.csv", "a")
     if loss_csv.tell() == 0:
-        loss_csv.write("step,tokens,seconds,lr,loss,aux\n")
+        loss_csv.write("step,tokens,seconds,lr,loss,aux" + (",loss_changed,loss_copy" if use_marks else "") + "\n")
     t_start = time.time()
     budget = (args.deadline - t_start) if args.deadline else args.minutes * 60
     log(f"training budget {budget:.0f}s")
@@ -486,7 +528,7 @@ def main() -> None:
             g["lr"] = lr
         oom = False
         try:
-            loss, aux, n_tok = forward_backward(batch)
+            loss, aux, n_tok, parts = forward_backward(batch)
         except torch.cuda.OutOfMemoryError:
             if step > 5 or feed.batch <= 1:
                 raise
@@ -508,14 +550,17 @@ def main() -> None:
         tokens_seen += n_tok
         if step % args.log_every == 0 or step <= 3:
             lv, av = loss.item(), aux.item()
+            pv = [p.item() for p in parts]
             ema = lv if ema is None else 0.9 * ema + 0.1 * lv
             secs = time.time() - t_start
-            loss_csv.write(f"{step},{tokens_seen},{secs:.1f},{lr:.6f},{lv:.4f},{av:.4f}\n")
+            loss_csv.write(f"{step},{tokens_seen},{secs:.1f},{lr:.6f},{lv:.4f},{av:.4f}"
+                           + "".join(f",{v:.4f}" for v in pv) + "\n")
             loss_csv.flush()
             if step == 3 and cuda:
                 log(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB at batch {feed.batch}")
             if step % 50 == 0 or step <= 3 or step <= 60:
-                log(f"step {step} loss {lv:.4f} (ema {ema:.4f}) aux {av:.3f} lr {lr:.2e} "
+                extra = f" changed {pv[0]:.3f} copy {pv[1]:.4f}" if pv else ""
+                log(f"step {step} loss {lv:.4f} (ema {ema:.4f}){extra} aux {av:.3f} lr {lr:.2e} "
                     f"{tokens_seen / max(secs, 1e-9):.0f} tok/s {secs:.0f}s shards {feed.next_shard}")
         if time.time() - last_ckpt > args.ckpt_every:
             save_checkpoint(model, args.out, f"step {step}")
