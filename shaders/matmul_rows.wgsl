@@ -77,16 +77,5 @@ fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32
         }
         workgroupBarrier();
     }
-    for (var a = 0u; a < TB * RB; a++) { partial[lid * TB * RB + a] = acc[a]; }
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (lid < s) {
-            for (var a = 0u; a < TB * RB; a++) {
-                if (a / TB < nr && a % TB < nt) {
-                    partial[lid * TB * RB + a] = partial[lid * TB * RB + a] + partial[(lid + s) * TB * RB + a];
-                }
-            }
-        }
-    }
-    workgroupBarrier();
+{{include matmul_rows_tree.wgsl}}
 }

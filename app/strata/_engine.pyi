@@ -263,8 +263,13 @@ def quant_activation_block(fmt: str) -> int:
     """Values per int8 activation block the engine's matmul over `fmt` uses (0: f32 input)."""
 def quant_formats() -> dict[str, tuple[int, int, int]]:
     """name -> (ggml type id, weights per block, bytes per block)."""
-def quant_quantize_activation(x: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(q int8, d float32): one activation row quantized per block of 32 or 256 as the dot kernels do."""
+def quant_quantize_activation(
+    x: np.ndarray, block: int, sums: bool = False
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q int8, d float32[, s float32]): one activation row quantized per block of 32 or 256 as the
+    dot kernels do; sums=True (32-blocks) adds each block's Q8_1 sum, as Q5_1's min term uses it."""
+def quant_activation_sums(fmt: str) -> bool:
+    """Whether the engine's matmul over `fmt` also uses each activation block's Q8_1 sum (Q5_1's min term)."""
 def quant_isas() -> list[str]:
     """Instruction sets of the dot kernels in this build, narrowest first."""
 def quant_dequantize(fmt: str, data: bytes | bytearray | memoryview | np.ndarray, rows: int, cols: int) -> np.ndarray:
