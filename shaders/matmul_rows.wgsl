@@ -22,14 +22,7 @@
 var<workgroup> partial: array<f32, WG * TB * RB>;
 var<workgroup> xt: array<vec4<f32>, 2u * WG * TB>;  // [row][half][lane]: a lane's 8 values as two vec4
 
-fn bf16_pair(word: u32) -> vec2<f32> {
-    return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xffff0000u));
-}
-
-fn pair(word: u32) -> vec2<f32> {
-    if ({{BF16}}u == 1u) { return bf16_pair(word); }
-    return unpack2x16float(word);
-}
+{{include matmul_rows_pair.wgsl}}
 
 fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32) {
     var acc: array<f32, TB * RB>;  // [weight row][x row]
