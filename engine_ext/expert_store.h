@@ -13,6 +13,8 @@ struct ExpertView {
     MatView gate;  // [moe_inter x hidden]
     MatView up;    // [moe_inter x hidden]
     MatView down;  // [hidden x moe_inter]
+    // stored bytes of the three matrices (what one read of this expert moves)
+    size_t bytes() const { return gate.bytes() + up.bytes() + down.bytes(); }
 };
 
 class ExpertStore {

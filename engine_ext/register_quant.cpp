@@ -27,10 +27,24 @@ Isa parse_isa(const std::string& s) {
     throw py::value_error("unknown instruction set '" + s + "' (auto, scalar, avx2, avx512)");
 }
 
+// A format name from Python: ValueError (one line naming the known formats) when unknown.
+QType parse_fmt(const std::string& fmt) {
+    try {
+        return parse_type(fmt);
+    } catch (const std::invalid_argument& e) {
+        throw py::value_error(e.what());
+    }
+}
+
 // The weight bytes must hold exactly rows whole rows of the format.
 size_t checked_row_bytes(QType t, const Bytes& data, int64_t rows, int64_t cols) {
     if (rows < 0) throw py::value_error("rows must be >= 0");
-    const size_t rb = row_bytes(t, cols);
+    size_t rb;
+    try {
+        rb = row_bytes(t, cols);
+    } catch (const std::invalid_argument& e) {
+        throw py::value_error(e.what());
+    }
     if (size_t(data.size()) != rb * size_t(rows))
         throw py::value_error(std::string(type_name(t)) + ": " + std::to_string(data.size()) + " bytes for " +
                               std::to_string(rows) + " x " + std::to_string(cols) + " weights, expected " +
@@ -50,12 +64,7 @@ void register_quant(py::module_& m) {
        "to the dequantized model stored as F32)");
     m.def("quant_activations", [] { return std::string(exact_activations() ? "f32" : "int8"); });
     m.def("quant_activation_block", [](const std::string& fmt) {
-        QType t;
-        try {
-            t = parse_type(fmt);
-        } catch (const std::invalid_argument& e) {
-            throw py::value_error(e.what());
-        }
+        const QType t = parse_fmt(fmt);
         return (uses_int8_activations(t) && !exact_activations()) ? activation_block(t) : 0;
     }, py::arg("fmt"),
        "how the engine's matmul over this format sees its input rows: int8 per block of this many values "
@@ -83,19 +92,13 @@ void register_quant(py::module_& m) {
        "(q, d): the int8 activations and per-block scales the dot kernels use for one row; with sums=True "
        "(32-blocks) (q, d, s) with the Q8_1 block sums the Q5_1 kernels use");
     m.def("quant_activation_sums", [](const std::string& fmt) {
-        QType t;
-        try {
-            t = parse_type(fmt);
-        } catch (const std::invalid_argument& e) {
-            throw py::value_error(e.what());
-        }
+        const QType t = parse_fmt(fmt);
         return activation_sums(t) && !exact_activations();
     }, py::arg("fmt"),
        "whether the engine's matmul over this format also uses each activation block's Q8_1 sum (Q5_1's min term)");
     m.def("quant_formats", [] {
         py::dict out;
-        for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q5_1, QType::Q8_0, QType::Q4_K, QType::Q5_K,
-                        QType::Q6_K, QType::IQ4_XS}) {
+        for (QType t : kSupportedTypes) {
             const Geometry g = geometry(t);
             out[type_name(t)] = py::make_tuple(int(t), g.block_elems, g.block_bytes);
         }
@@ -108,14 +111,8 @@ void register_quant(py::module_& m) {
         return out;
     }, "instruction sets of the dot kernels in this build, narrowest first");
     m.def("quant_dequantize", [](const std::string& fmt, const Bytes& data, int64_t rows, int64_t cols) {
-        QType t;
-        size_t rb;
-        try {
-            t = parse_type(fmt);
-            rb = checked_row_bytes(t, data, rows, cols);
-        } catch (const std::invalid_argument& e) {
-            throw py::value_error(e.what());
-        }
+        const QType t = parse_fmt(fmt);
+        const size_t rb = checked_row_bytes(t, data, rows, cols);
         F32 out({rows, cols});
         const uint8_t* src = data.data();
         float* dst = out.mutable_data();
@@ -128,14 +125,8 @@ void register_quant(py::module_& m) {
        "rows x cols f32 weights from the raw bytes of a tensor in a GGUF block format");
     m.def("quant_dot", [](const std::string& fmt, const Bytes& data, int64_t rows, int64_t cols, const F32& X,
                           const std::string& isa) {
-        QType t;
-        size_t rb;
-        try {
-            t = parse_type(fmt);
-            rb = checked_row_bytes(t, data, rows, cols);
-        } catch (const std::invalid_argument& e) {
-            throw py::value_error(e.what());
-        }
+        const QType t = parse_fmt(fmt);
+        const size_t rb = checked_row_bytes(t, data, rows, cols);
         const Isa which = parse_isa(isa);
         if (!isa_available(which)) throw py::value_error("instruction set '" + isa + "' is not in this build");
         if (X.ndim() != 2 || X.shape(1) != cols) throw py::value_error("X must be (T, cols)");

@@ -56,9 +56,7 @@ bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float*
     auto ids = std::make_shared<std::vector<int>>();
     if (!be.moe_experts({h, H, n, idx, k, all->data(), int(all->size()), H, I, GU, D, ids})) return false;
     win.late_ids->push_back({moe_index_, ids});
-    if (!all->empty())
-        (*win.expert_bytes)[moe_index_] =
-            int64_t((*all)[0].gate.bytes() + (*all)[0].up.bytes() + (*all)[0].down.bytes());
+    if (!all->empty()) (*win.expert_bytes)[moe_index_] = int64_t((*all)[0].bytes());
     if (has_shared_) {
         be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
         be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
@@ -137,7 +135,7 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     auto& ru = (*win.union_per_moe)[moe_index_];
     ru.insert(ru.end(), uni.begin(), uni.end());
     if (!views.empty())
-        (*win.expert_bytes)[moe_index_] = int64_t(views[0].gate.bytes() + views[0].up.bytes() + views[0].down.bytes());
+        (*win.expert_bytes)[moe_index_] = int64_t(views[0].bytes());
     // group rows by expert: each expert's weights are read once for all its rows
     const int I = s.moe_inter;
     const int U = int(uni.size());

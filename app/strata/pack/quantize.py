@@ -33,12 +33,15 @@ def quantize_q8_0(x: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def _kquants():
-    from .kquants import quantize_q4_k, quantize_q5_k, quantize_q6_k
+def _kquant(name: str):
+    """kquants' quantizer `name`, imported when first called."""
+    def quantize(x: np.ndarray) -> bytes:
+        from . import kquants
 
-    return quantize_q4_k, quantize_q6_k, quantize_q5_k
+        return getattr(kquants, name)(x)
+
+    return quantize
 
 
-QUANTIZERS = {"Q8_0": quantize_q8_0,
-              "Q4_K": lambda x: _kquants()[0](x), "Q6_K": lambda x: _kquants()[1](x),
-              "Q5_K": lambda x: _kquants()[2](x)}
+QUANTIZERS = {"Q8_0": quantize_q8_0, "Q4_K": _kquant("quantize_q4_k"), "Q5_K": _kquant("quantize_q5_k"),
+              "Q6_K": _kquant("quantize_q6_k")}

@@ -85,27 +85,26 @@ inline void decode_q8_0(const uint8_t* b, float* out) {
     for (int i = 0; i < kQ8; ++i) out[i] = float(q[i]) * d;
 }
 
-// Q5_0: f16 d, 32 high bits (u32, bit i for weight i), 16 bytes of nibbles (weights 0-15 in the
-// low nibbles, 16-31 in the high ones); w = (q - 16) * d.
-inline int q5_0_value(const uint8_t* b, int i) {
+// The five-bit code (0..31) of weight i of a Q5_0 / Q5_1 block, from its 32 high bits (u32 at
+// `high`, bit i for weight i) and the 16 bytes of nibbles after them (weights 0-15 in the low
+// nibbles, 16-31 in the high ones).
+inline int q5_code(const uint8_t* high, int i) {
     uint32_t qh;
-    std::memcpy(&qh, b + 2, 4);
-    const int lo = i < 16 ? (b[6 + i] & 0x0f) : (b[6 + i - 16] >> 4);
-    return (lo | int(((qh >> i) & 1) << 4)) - 16;
+    std::memcpy(&qh, high, 4);
+    const int lo = i < 16 ? (high[4 + i] & 0x0f) : (high[4 + i - 16] >> 4);
+    return lo | int(((qh >> i) & 1) << 4);
 }
+
+// Q5_0: f16 d, then the high bits and nibbles; w = (q - 16) * d.
+inline int q5_0_value(const uint8_t* b, int i) { return q5_code(b + 2, i) - 16; }
 inline void decode_q5_0(const uint8_t* b, float* out) {
     const float d = half_to_float(load_u16(b));
     for (int i = 0; i < kQ8; ++i) out[i] = d * float(q5_0_value(b, i));
 }
 
-// Q5_1: f16 d, f16 m, then Q5_0's 4 bytes of high bits and 16 bytes of nibbles; the codes are
-// unsigned (0..31) and w = d * q + m.
-inline int q5_1_code(const uint8_t* b, int i) {
-    uint32_t qh;
-    std::memcpy(&qh, b + 4, 4);
-    const int lo = i < 16 ? (b[8 + i] & 0x0f) : (b[8 + i - 16] >> 4);
-    return lo | int(((qh >> i) & 1) << 4);
-}
+// Q5_1: f16 d, f16 m, then the high bits and nibbles as Q5_0's; the codes are unsigned and
+// w = d * q + m.
+inline int q5_1_code(const uint8_t* b, int i) { return q5_code(b + 4, i); }
 inline void decode_q5_1(const uint8_t* b, float* out) {
     const float d = half_to_float(load_u16(b)), m = half_to_float(load_u16(b + 2));
     for (int i = 0; i < kQ8; ++i) out[i] = d * float(q5_1_code(b, i)) + m;

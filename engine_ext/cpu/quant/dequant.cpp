@@ -6,11 +6,8 @@
 namespace strata::quant {
 
 bool is_supported(int t) {
-    switch (QType(t)) {
-        case QType::F32: case QType::F16: case QType::BF16: case QType::Q5_0: case QType::Q5_1: case QType::Q8_0:
-        case QType::Q4_K: case QType::Q5_K: case QType::Q6_K: case QType::IQ4_XS:
-            return true;
-    }
+    for (QType s : kSupportedTypes)
+        if (int(s) == t) return true;
     return false;
 }
 
@@ -49,11 +46,12 @@ const char* type_name(QType t) {
 QType parse_type(const std::string& name) {
     std::string up;
     for (char c : name) up += char((c >= 'a' && c <= 'z') ? c - 32 : c);
-    for (QType t : {QType::F32, QType::F16, QType::BF16, QType::Q5_0, QType::Q5_1, QType::Q8_0, QType::Q4_K,
-                    QType::Q5_K, QType::Q6_K, QType::IQ4_XS})
+    std::string known;
+    for (QType t : kSupportedTypes) {
         if (up == type_name(t)) return t;
-    throw std::invalid_argument("unknown weight format '" + name +
-                                "' (F32, F16, BF16, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)");
+        known += (known.empty() ? "" : ", ") + std::string(type_name(t));
+    }
+    throw std::invalid_argument("unknown weight format '" + name + "' (" + known + ")");
 }
 
 size_t row_bytes(QType t, int64_t cols) {

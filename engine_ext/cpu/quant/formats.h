@@ -27,6 +27,10 @@ struct Geometry {
     int block_bytes = 0;  // bytes per block
 };
 
+// Every format this build computes with, in the order names are listed to users.
+inline constexpr QType kSupportedTypes[] = {QType::F32,  QType::F16,  QType::BF16, QType::Q5_0, QType::Q5_1,
+                                            QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::IQ4_XS};
+
 // False for a ggml type id this build does not compute with.
 bool is_supported(int ggml_type);
 Geometry geometry(QType t);
