@@ -34,6 +34,23 @@ def gpu(path, **kw):
     return strata.load(path, threads=1, backend="webgpu", **kw)
 
 
+def gpu_with_env(monkeypatch, path, name, value):
+    """An engine made while environment variable `name` is `value` (the backend reads it when made)."""
+    monkeypatch.setenv(name, value)
+    try:
+        return gpu(path)
+    finally:
+        monkeypatch.delenv(name)
+
+
+def prefilled(*engines):
+    """The engines, each after PROMPT's prefill."""
+    for eng in engines:
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    return engines
+
+
 def decode(eng, windows=WINDOWS):
     """Runs windows with forced rejections; returns the kept rows' logits."""
     out = []
@@ -170,13 +187,7 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
     # expert's gate and up, then their down projections, router + shared expert, q/k/v), runs
     # the GDN reorderings as one copy_many and each residual add with the next norm; each value
     # must equal the unfused ops' (STRATA_WEBGPU_FUSE=0)
-    grouped = gpu(bf16_model)
-    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
-    single = gpu(bf16_model)
-    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
-    for eng in (grouped, single):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    grouped, single = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
     counts = [0, 0]
     for window, keep in WINDOWS:
         before = [e.backend_counters()["dispatches"] for e in (grouped, single)]
@@ -188,10 +199,7 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
 
 
 def test_grouped_windows_equal_serial_decode(bf16_model):
-    serial, windowed = gpu(bf16_model), gpu(bf16_model)
-    for eng in (serial, windowed):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    serial, windowed = prefilled(gpu(bf16_model), gpu(bf16_model))
     for window, keep in WINDOWS:
         logits = windowed.run(window)
         windowed.commit(keep)
@@ -210,13 +218,7 @@ def test_resident_experts_are_chosen_on_the_device_one_submit_per_window(bf16_mo
 
     with open(os.path.join(bf16_model, "config.json")) as f:
         moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
-    device = gpu(bf16_model)
-    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
-    host = gpu(bf16_model)
-    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
-    for eng in (device, host):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    device, host = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
     for T in (1, 1, 3, 4):
         before = device.backend_counters()
         host_before = host.backend_counters()
@@ -240,13 +242,7 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
     # many arenas. 32 KiB: a layer's gates and ups span 2-3 arenas (the routed matmuls bind
     # them all); 8 KiB: more than the 4 a dispatch binds, so the layer goes back to the host
     # path and its gathered groups split whenever a 5th arena would join. Logits unchanged.
-    ref = gpu(bf16_model)
-    monkeypatch.setenv("STRATA_WEBGPU_CHUNK_BYTES", str(chunk))
-    small = gpu(bf16_model)
-    monkeypatch.delenv("STRATA_WEBGPU_CHUNK_BYTES")
-    for eng in (ref, small):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    ref, small = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_CHUNK_BYTES", str(chunk)))
     for window, keep in WINDOWS:
         np.testing.assert_array_equal(small.run(window), ref.run(window), err_msg=f"window {window}")
         small.commit(keep)
@@ -259,13 +255,9 @@ def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
     # STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup, x staged in workgroup memory
     # (matmul_rows.wgsl); the same per-thread order and tree as the default loop, so the same
     # logits, and its windows' rows equal serial decoding (forced rejections) as well
-    default = gpu(bf16_model)
-    monkeypatch.setenv("STRATA_WEBGPU_XLOAD", "staged")
-    staged, serial = gpu(bf16_model), gpu(bf16_model)
-    monkeypatch.delenv("STRATA_WEBGPU_XLOAD")
-    for eng in (default, staged, serial):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    default, staged, serial = prefilled(gpu(bf16_model),
+                                        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"),
+                                        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"))
     for window, keep in WINDOWS:
         logits = staged.run(window)
         np.testing.assert_array_equal(logits, default.run(window), err_msg=f"window {window}")
