@@ -212,6 +212,7 @@ def test_a_rewrite_that_stops_parsing_is_refused_unless_forced(tmp_path, name):
     if name.endswith(".yaml"):
         pytest.importorskip("yaml")
     assert len(warnings) == 1 and "not valid" in warnings[0] and "line" in warnings[0]
+    assert warnings[0].endswith("the original was valid")  # a whole sentence, not cut off
     f = tmp_path / name
     f.write_text(old)
     ed = EditSession(FakeGenerator(responder=lambda ctx, s: new + "<|endoftext|>"), f)

@@ -231,7 +231,7 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str) -> list[str]:
     if kind is not None and _parse_error(kind, old) is None:
         why = _parse_error(kind, new)
         if why is not None:
-            out.append(f"the rewrite is not valid {kind} ({why}), the file was")
+            out.append(f"the rewrite is not valid {kind} ({why}), the original was valid")
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
