@@ -16,3 +16,9 @@ if [ ! -f "$dir/build.ninja" ] && [ ! -f "$dir/Makefile" ]; then
 fi
 cmake --build "$dir" -j2
 echo "built: $(ls "$dir"/_engine*.so)"
+# the WebGPU backend is compiled only where this python has the wgpu wheel (its headers); say so
+# instead of leaving the webgpu tests to skip without a word
+if ! grep -q '^STRATA_WEBGPU:BOOL=ON' "$dir/CMakeCache.txt"; then
+  echo "note: built WITHOUT the webgpu backend ($(command -v python3) has no wgpu wheel:" \
+       "pip install wgpu==0.32.0 pybind11, then rm -rf $dir and build again)" >&2
+fi
