@@ -6,6 +6,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cpu/quant/formats.h"
+#include "webgpu/quant_layout.h"
+
 namespace strata::webgpu {
 
 namespace {
@@ -15,6 +18,12 @@ WeightFormat to_weight_format(WFormat f) {
         case WFormat::F32: return WeightFormat::F32;
         case WFormat::F16: return WeightFormat::F16;
         case WFormat::BF16: return WeightFormat::BF16;
+        case WFormat::Q8_0: return WeightFormat::Q8_0;
+        case WFormat::Q5_0: return WeightFormat::Q5_0;
+        case WFormat::Q5_1: return WeightFormat::Q5_1;
+        case WFormat::Q4_K: return WeightFormat::Q4_K;
+        case WFormat::Q5_K: return WeightFormat::Q5_K;
+        case WFormat::Q6_K: return WeightFormat::Q6_K;
         default:
             throw std::runtime_error(std::string("webgpu: no kernel for ") + format_info(f).name + " weights");
     }
@@ -200,8 +209,35 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     fuse_ = !(fuse && std::string(fuse) == "0");
 }
 
+namespace {
+
+// The block formats of shaders/matmul_quant.wgsl.
+bool quant_matmul_format(WFormat f) {
+    return f == WFormat::Q8_0 || f == WFormat::Q5_0 || f == WFormat::Q5_1 || f == WFormat::Q4_K || f == WFormat::Q5_K ||
+           f == WFormat::Q6_K;
+}
+
+// The CPU's dequantizer for a block format (the embedding rows of a quantized table are made
+// on the host, bit-identical to the cpu backend's, and uploaded); false: none.
+bool host_rows(WFormat f, quant::QType& t) {
+    if (!format_info(f).quantized) return false;
+    try {
+        t = quant::parse_type(format_info(f).name);
+    } catch (const std::invalid_argument&) {
+        return false;
+    }
+    return quant::is_supported(int(t));
+}
+
+}  // namespace
+
 bool WebGpuBackend::supports(Op op, WFormat f) const {
-    if (op_has_format(op)) return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16;
+    if (op == Op::Embed) {
+        quant::QType t;
+        return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16 || host_rows(f, t);
+    }
+    if (op_has_format(op))
+        return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16 || quant_matmul_format(f);
     return true;
 }
 
@@ -342,6 +378,17 @@ void WebGpuBackend::embed(const MatView& W, const int32_t* ids, int n, float* ou
                                     std::to_string(W.rows));
         u[i] = uint32_t(ids[i]);
     }
+    quant::QType qt;
+    if (host_rows(W.format, qt)) {  // a block-format table: the rows dequantized on the host
+        std::vector<float> rows(size_t(n) * W.cols);
+        for (int i = 0; i < n; ++i) quant::dequantize_row(qt, W.row(ids[i]), W.cols, rows.data() + size_t(i) * W.cols);
+        OpArgs a(*this);
+        BufRef src = a.in(span(rows.data(), rows.size()), "embeddings");
+        BufRef y = a.out(span(out, rows.size()), "embeddings");
+        kernels_->copy(rec_, src, y, 1, 1, uint32_t(rows.size()), 0, 0, 0, 0, 0, 0);
+        a.done();
+        return;
+    }
     const GpuMatrix& m = weights(W);
     OpArgs a(*this);
     BufRef bids = a.in_u32(u.data(), u.size());
@@ -395,6 +442,14 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     // as their weights lie in at most kGatherBuffers arenas.
     std::vector<Kernels::GatherJob> group;
     std::vector<const Buffer*> group_buffers;
+    // block formats: x quantized once for the jobs that share it (q/k/v, gate/up)
+    struct QuantX {
+        const float* X = nullptr;
+        int T = 0, ldx = 0, cols = 0;
+        WeightFormat format = WeightFormat::F32;
+        BufferPtr xq;
+        uint64_t submits = 0;  // a temporary lives until the next wait: requantize after one
+    } qx;
     BufferPtr gx, gy;
     uint32_t g_cols = 0;
     WFormat g_format = WFormat::F32;
@@ -434,6 +489,32 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         const GpuMatrix& m = weights(job.W);
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
+        if (is_quant(m.format)) {
+            if (!(qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
+                  qx.format == m.format && qx.submits == submits_)) {
+                BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+                qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
+                      temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
+                kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T), uint32_t(job.W.cols), m.format,
+                                        BufRef(qx.xq));
+            }
+            if (job.bias) {
+                BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
+                uint64_t ny = uint64_t(job.T) * job.W.rows;
+                BufferPtr raw = temp(ny * 4);
+                kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(job.T), m, raw, 0, 0);
+                BufRef by = a.out(rows_of(job.Y, job.T, job.ldy, job.W.rows), "y + bias");
+                kernels_->elementwise(rec_, "bias_add", raw, bb, by, uint32_t(ny), 0.0f, uint32_t(job.W.rows));
+            } else {
+                BufRef by = a.out_rows(job.Y, job.T, job.ldy, job.W.rows, y_off, y_stride);
+                kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(job.T), m, by, y_off, y_stride);
+            }
+            a.done();
+            // quantized x stays valid only while no job writes into the rows it came from
+            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+            if (y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4) qx = QuantX{};
+            continue;
+        }
         BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
         if (job.bias) {
             BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
