@@ -108,6 +108,13 @@ def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray
 
         quantize = kquants.quantize_q5_k if qtype == "Q5_K" else kquants.quantize_q6_k
         return np.frombuffer(quantize(x), np.uint8).reshape(x.shape[0], -1), getattr(GT, qtype)
+    if x.ndim == 2 and qtype == "IQ4_XS" and x.shape[1] % 256 == 0:
+        # no quantizer here: valid blocks of random levels and small scales (x only gives the
+        # shape), for tests of what a backend without IQ4_XS kernels says
+        rng = np.random.default_rng(x.shape[0] * 7919 + x.shape[1])
+        raw = rng.integers(0, 256, (x.shape[0], x.shape[1] // 256, 136), dtype=np.uint8)
+        raw[:, :, 0:2] = rng.uniform(0.001, 0.01, raw.shape[:2]).astype(np.float16)[..., None].view(np.uint8)
+        return raw.reshape(x.shape[0], -1), GT.IQ4_XS
     if x.ndim >= 2 and qtype in ("Q8_0", "Q5_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t

@@ -138,3 +138,44 @@ def test_quantized_greedy_tokens_agree_with_cpu(ggufs):
             eng.commit(1)
         tokens.append(out)
     assert tokens[0] == tokens[1]
+
+
+def test_strata_run_with_a_quantized_gguf_on_webgpu(tmp_path, monkeypatch, capsys):
+    """`strata run -m file.gguf --backend webgpu`: the same tokens as --backend cpu."""
+    import io
+    import json
+    import sys
+
+    from strata.cli import app
+    from strata.cli.runner import run_app
+    from test_gguf_tokenizer import STRATA_TINY
+
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    kw = dict(WIDE, **WIDE_LINEAR)
+    folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=1, vocab_size=8192, **kw)
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), tokenizer_json=STRATA_TINY, keep_f32=r"ffn_gate_inp",
+                      **MIXES["Q4_K_M"])
+    tokens = {}
+    for backend in ("cpu", "webgpu"):
+        with pytest.raises(SystemExit) as info:
+            run_app(app, ["run", "--model", path, "--prompt", "def add(a, b):", "--max-new", "8", "--json",
+                          "--threads", "1", "--backend", backend])
+        out, err = capsys.readouterr()
+        assert info.value.code == 0, err
+        tokens[backend] = json.loads(out)["tokens"]
+    assert tokens["webgpu"] == tokens["cpu"] and len(tokens["cpu"]) == 8
+
+
+def test_a_format_without_gpu_kernels_is_refused_at_load(tmp_path):
+    """IQ4_XS has no webgpu matmul yet: one line naming the tensor and its format (the cpu
+    backend runs the same file)."""
+    kw = dict(WIDE, **WIDE_LINEAR)
+    folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=2, **kw)
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), qtype="Q4_K", qtype_for={r"ffn_down_exps": "IQ4_XS"})
+    assert "IQ4_XS" in _types(path)
+    strata.load(path, threads=1).run([1, 2])
+    with pytest.raises(strata.ModelError) as info:
+        strata.load(path, threads=1, backend="webgpu")
+    msg = str(info.value)
+    assert "IQ4_XS" in msg and "webgpu" in msg and "down" in msg and "\n" not in msg, msg
