@@ -99,8 +99,9 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
 
 
 def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray, GT]:
-    """A 2-D f32 matrix in the requested format, or in `fallback` (F32, or F16 as llama.cpp's
-    quantizer does) where its rows are not whole blocks."""
+    """A 2-D f32 matrix in the requested format, or in `fallback` (F32; F16 as llama.cpp's
+    quantizer does at Q8_0; Q5_0 / Q5_1 / Q8_0, as it does for K-quant rows of 32-multiples)
+    where its rows are not whole blocks."""
     if x.ndim == 2 and qtype == "Q4_K" and x.shape[1] % 256 == 0:
         return quantize_q4_k(x), GT.Q4_K
     if x.ndim == 2 and qtype in ("Q5_K", "Q6_K") and x.shape[1] % 256 == 0:
@@ -120,6 +121,8 @@ def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray
         return quants.quantize(x, t), t
     if x.ndim >= 2 and qtype != "F32" and fallback == "F16":
         return quants.quantize(x, GT.F16), GT.F16
+    if x.ndim >= 2 and qtype != "F32" and fallback in ("Q8_0", "Q5_0", "Q5_1") and x.shape[-1] % 32 == 0:
+        return quants.quantize(x, getattr(GT, fallback)), getattr(GT, fallback)
     return np.ascontiguousarray(x, dtype=np.float32), GT.F32
 
 
@@ -271,7 +274,7 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
     keep_f32: a regex; tensors whose GGUF name it matches stay F32 (llama.cpp's quantizer keeps
     the router, ffn_gate_inp, in F32). fallback: the format of matrices whose rows are not whole
-    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0). qtype_for: {regex: qtype}
+    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0, "Q5_0" at Q4_K). qtype_for: {regex: qtype}
     for mixes such as Q4_K_M (Q4_K, with Q6_K where the regex matches the GGUF name).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
