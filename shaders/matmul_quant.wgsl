@@ -41,8 +41,13 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> xq: array<u32>;
-@group(0) @binding(3) var<storage, read> w: array<u32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+// weights in up to four buffers (the routed kernel reaches a MoE layer's experts through them;
+// the one-matrix kernel binds its chunk to all four)
+@group(0) @binding(3) var<storage, read> w0: array<u32>;
+@group(0) @binding(4) var<storage, read> w1: array<u32>;
+@group(0) @binding(5) var<storage, read> w2: array<u32>;
+@group(0) @binding(6) var<storage, read> w3: array<u32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
@@ -200,16 +205,31 @@ fn dot4(a: u32, b: u32) -> i32 {
     return dot(av, bv);
 }
 
-fn byte_at(base: u32, i: u32) -> u32 { return (w[base + i / 4u] >> (8u * (i % 4u))) & 0xffu; }
+var<private> wbuf: u32;  // which weight binding the current row lies in
+
+fn w(i: u32) -> u32 {
+    switch wbuf {
+        case 1u: { return w1[i]; }
+        case 2u: { return w2[i]; }
+        case 3u: { return w3[i]; }
+        default: { return w0[i]; }
+    }
+}
+
+fn byte_at(base: u32, i: u32) -> u32 { return (w(base + i / 4u) >> (8u * (i % 4u))) & 0xffu; }
 
 // f16 scale `d` of block b of the row at `base` (Q8_0, Q5_0, Q6_K: in the row's scale region)
 fn block_d(base: u32, nb: u32, b: u32) -> f32 {
-    return half_to_f32((w[base + nb * BW + b / 2u] >> (16u * (b % 2u))) & 0xffffu);
+    return half_to_f32((w(base + nb * BW + b / 2u) >> (16u * (b % 2u))) & 0xffffu);
 }
 
-fn act_q(t: u32, word: u32) -> u32 { return xq[t * (p.K / 4u) + word]; }
-fn act_d(t: u32, blk: u32) -> f32 { return bitcast<f32>(xq[p.d_off + t * (p.K / ABLK) + blk]); }
-fn act_e(t: u32, g32: u32) -> u32 { return xq[p.e_off + t * (p.K / 32u) + g32]; }
+// where the quantized activations lie (set by each entry point from its parameters)
+var<private> act_k: u32;
+var<private> act_doff: u32;
+var<private> act_eoff: u32;
+fn act_q(t: u32, word: u32) -> u32 { return xq[t * (act_k / 4u) + word]; }
+fn act_d(t: u32, blk: u32) -> f32 { return bitcast<f32>(xq[act_doff + t * (act_k / ABLK) + blk]); }
+fn act_e(t: u32, g32: u32) -> u32 { return xq[act_eoff + t * (act_k / 32u) + g32]; }
 
 // The five-bit codes of elements 4l..4l+3 of a Q5_0 / Q5_1 block: qh (bit i: element i's fifth
 // bit) and the nibble words qs[0..3] (elements 0-15 low nibbles, 16-31 high nibbles).
@@ -231,132 +251,209 @@ fn k_scale_min(base: u32, j: u32) -> vec2<u32> {
     return vec2<u32>(sc, mn);
 }
 
+// Weight row `base` (in binding wbuf; live: a row of this chunk) against activation rows t0 ..
+// t0 + nt - 1 (nt <= TB): each thread's lane sums go to lanes_part, the min terms to
+// extra_part; after a barrier, combined() gives the row's results. One code path for the
+// one-matrix and the routed kernel, so their rows are the same bit for bit.
+fn row_dots(lid: u32, live: bool, base: u32, nb: u32, t0: u32, nt: u32) {
+    let rw = lid / LANES;
+    let lane = lid % LANES;
+    var acc: array<f32, TB>;
+    var ext: array<f32, TB>;  // the min term (K-quants, subtracted; Q5_1, added)
+    for (var j = 0u; j < TB; j++) {
+        acc[j] = 0.0;
+        ext[j] = 0.0;
+    }
+    if (live && LANES == 32u) {
+        let grp = lane / 8u;
+        let l = lane % 8u;
+        for (var b = grp; b < nb; b += 4u) {
+            let blk = base + b * BW;
+            var wq = 0u;
+            var dw = 0.0;
+            var off = 0i;  // codes are stored unsigned: subtract off * (sum of x)
+            if (FMT == 0u) {
+                wq = w(blk + l);
+                dw = block_d(base, nb, b);
+            } else if (FMT == 1u) {
+                wq = q5_codes(w(blk), w(blk + 1u + l % 4u), l);
+                dw = block_d(base, nb, b);
+                off = 16i;
+            } else {
+                wq = q5_codes(w(blk + 1u), w(blk + 2u + l % 4u), l);
+                dw = half_to_f32(w(blk) & 0xffffu);
+            }
+            for (var j = 0u; j < nt; j++) {
+                let xw = act_q(t0 + j, b * 8u + l);
+                let isum = dot4(wq, xw) - off * dot4(0x01010101u, xw);
+                acc[j] = fma(f32(isum), dw * act_d(t0 + j, b), acc[j]);
+            }
+        }
+        if (FMT == 2u && lane == 0u) {  // Q5_1: m * s, block after block
+            for (var b = 0u; b < nb; b++) {
+                let mw = half_to_f32(w(base + b * BW) >> 16u);
+                for (var j = 0u; j < nt; j++) {
+                    ext[j] = ext[j] + mw * bitcast<f32>(act_e(t0 + j, b));
+                }
+            }
+        }
+    } else if (live) {
+        let l = lane;
+        for (var s = 0u; s < nb; s++) {
+            let blk = base + s * BW;
+            var wq: array<u32, 8>;
+            var sc: array<i32, 8>;
+            var mn: array<i32, 8>;
+            var dw = 0.0;
+            var dmin = 0.0;
+            if (FMT == 5u) {  // Q6_K: ql words 0-31, qh 32-47, int8 scales 48-51
+                for (var k = 0u; k < 8u; k++) {
+                    let hb6 = k / 4u;
+                    let qd = k % 4u;
+                    let lo = (w(blk + 16u * hb6 + 8u * (qd % 2u) + l) >> (4u * (qd / 2u))) & 0x0f0f0f0fu;
+                    let hi = (w(blk + 32u + 8u * hb6 + l) >> (2u * qd)) & 0x03030303u;
+                    wq[k] = lo | (hi << 4u);
+                    let si = (128u * hb6 + 32u * qd) / 16u + select(1u, 0u, l < 4u);
+                    sc[k] = i32(w(blk + 48u + si / 4u) << (24u - 8u * (si % 4u))) >> 24u;
+                }
+                dw = block_d(base, nb, s);
+            } else {  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (Q5_K: 32 bytes of fifth bits), nibbles
+                let qs = select(4u, 12u, FMT == 4u);
+                for (var k = 0u; k < 8u; k++) {
+                    var q = (w(blk + qs + 8u * (k / 2u) + l) >> (4u * (k % 2u))) & 0x0f0f0f0fu;
+                    if (FMT == 4u) { q = q | (((w(blk + 4u + l) >> k) & 0x01010101u) << 4u); }
+                    wq[k] = q;
+                    let sm = k_scale_min(blk, k);
+                    sc[k] = i32(sm.x);
+                    mn[k] = i32(sm.y);
+                }
+                dw = half_to_f32(w(blk) & 0xffffu);
+                dmin = half_to_f32(w(blk) >> 16u);
+            }
+            for (var j = 0u; j < nt; j++) {
+                var isum = 0i;
+                for (var k = 0u; k < 8u; k++) {
+                    let xw = act_q(t0 + j, s * 64u + 8u * k + l);
+                    var dk = dot4(wq[k], xw);
+                    if (FMT == 5u) { dk = dk - 32i * dot4(0x01010101u, xw); }
+                    isum = isum + dk * sc[k];
+                }
+                let dx = act_d(t0 + j, s);
+                acc[j] = fma(f32(isum), dw * dx, acc[j]);
+                if (FMT != 5u && l == 0u) {
+                    var msum = 0i;
+                    for (var k = 0u; k < 8u; k++) { msum = msum + mn[k] * bitcast<i32>(act_e(t0 + j, s * 8u + k)); }
+                    ext[j] = ext[j] + (dmin * dx) * f32(msum);
+                }
+            }
+        }
+    }
+    for (var j = 0u; j < TB; j++) { lanes_part[lid * TB + j] = acc[j]; }
+    if (lane == 0u) {
+        for (var j = 0u; j < TB; j++) { extra_part[rw * TB + j] = ext[j]; }
+    }
+}
+
+// Row rw's result for activation row j of the last row_dots (the CPU's lane tree, then the min term).
+fn combined(rw: u32, j: u32) -> f32 {
+    var h: array<f32, 8>;
+    let r0 = rw * LANES;
+    for (var i = 0u; i < 8u; i++) {
+        if (LANES == 32u) {  // the four groups per lane: (g0 + g2) + (g1 + g3)
+            h[i] = (lanes_part[(r0 + i) * TB + j] + lanes_part[(r0 + 16u + i) * TB + j]) +
+                   (lanes_part[(r0 + 8u + i) * TB + j] + lanes_part[(r0 + 24u + i) * TB + j]);
+        } else {
+            h[i] = lanes_part[(r0 + i) * TB + j];
+        }
+    }
+    // the CPU's 8-lane tree: (i + i+4), then pairs, then the last two
+    let sum = ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+    if (FMT == 2u) { return sum + extra_part[rw * TB + j]; }
+    if (FMT == 3u || FMT == 4u) { return sum - extra_part[rw * TB + j]; }
+    return sum;
+}
+
 @compute @workgroup_size({{WG}})
 fn matmul_quant(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
     let rw = lid / LANES;  // this thread's weight row in the workgroup
-    let lane = lid % LANES;
     let n = (wid.y * p.groups_x + wid.x) * RPW + rw;
     let live = n < p.N;
-    let base = n * p.row_words;
+    wbuf = 0u;
+    act_k = p.K;
+    act_doff = p.d_off;
+    act_eoff = p.e_off;
     let nb = p.K / select(256u, 32u, LANES == 32u);  // weight blocks per row
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         let nt = min(TB, p.T - t0);
-        var acc: array<f32, TB>;
-        var ext: array<f32, TB>;  // the min term (K-quants, subtracted; Q5_1, added)
-        for (var j = 0u; j < TB; j++) {
-            acc[j] = 0.0;
-            ext[j] = 0.0;
-        }
-        if (live && LANES == 32u) {
-            let grp = lane / 8u;
-            let l = lane % 8u;
-            for (var b = grp; b < nb; b += 4u) {
-                let blk = base + b * BW;
-                var wq = 0u;
-                var dw = 0.0;
-                var off = 0i;  // codes are stored unsigned: subtract off * (sum of x)
-                if (FMT == 0u) {
-                    wq = w[blk + l];
-                    dw = block_d(base, nb, b);
-                } else if (FMT == 1u) {
-                    wq = q5_codes(w[blk], w[blk + 1u + l % 4u], l);
-                    dw = block_d(base, nb, b);
-                    off = 16i;
-                } else {
-                    wq = q5_codes(w[blk + 1u], w[blk + 2u + l % 4u], l);
-                    dw = half_to_f32(w[blk] & 0xffffu);
-                }
-                for (var j = 0u; j < nt; j++) {
-                    let xw = act_q(t0 + j, b * 8u + l);
-                    let isum = dot4(wq, xw) - off * dot4(0x01010101u, xw);
-                    acc[j] = fma(f32(isum), dw * act_d(t0 + j, b), acc[j]);
-                }
-            }
-            if (FMT == 2u && lane == 0u) {  // Q5_1: m * s, block after block
-                for (var b = 0u; b < nb; b++) {
-                    let mw = half_to_f32(w[base + b * BW] >> 16u);
-                    for (var j = 0u; j < nt; j++) {
-                        ext[j] = ext[j] + mw * bitcast<f32>(act_e(t0 + j, b));
-                    }
-                }
-            }
-        } else if (live) {
-            let l = lane;
-            for (var s = 0u; s < nb; s++) {
-                let blk = base + s * BW;
-                var wq: array<u32, 8>;
-                var sc: array<i32, 8>;
-                var mn: array<i32, 8>;
-                var dw = 0.0;
-                var dmin = 0.0;
-                if (FMT == 5u) {  // Q6_K: ql words 0-31, qh 32-47, int8 scales 48-51
-                    for (var k = 0u; k < 8u; k++) {
-                        let hb6 = k / 4u;
-                        let qd = k % 4u;
-                        let lo = (w[blk + 16u * hb6 + 8u * (qd % 2u) + l] >> (4u * (qd / 2u))) & 0x0f0f0f0fu;
-                        let hi = (w[blk + 32u + 8u * hb6 + l] >> (2u * qd)) & 0x03030303u;
-                        wq[k] = lo | (hi << 4u);
-                        let si = (128u * hb6 + 32u * qd) / 16u + select(1u, 0u, l < 4u);
-                        sc[k] = i32(w[blk + 48u + si / 4u] << (24u - 8u * (si % 4u))) >> 24u;
-                    }
-                    dw = block_d(base, nb, s);
-                } else {  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (Q5_K: 32 bytes of fifth bits), nibbles
-                    let qs = select(4u, 12u, FMT == 4u);
-                    for (var k = 0u; k < 8u; k++) {
-                        var q = (w[blk + qs + 8u * (k / 2u) + l] >> (4u * (k % 2u))) & 0x0f0f0f0fu;
-                        if (FMT == 4u) { q = q | (((w[blk + 4u + l] >> k) & 0x01010101u) << 4u); }
-                        wq[k] = q;
-                        let sm = k_scale_min(blk, k);
-                        sc[k] = i32(sm.x);
-                        mn[k] = i32(sm.y);
-                    }
-                    dw = half_to_f32(w[blk] & 0xffffu);
-                    dmin = half_to_f32(w[blk] >> 16u);
-                }
-                for (var j = 0u; j < nt; j++) {
-                    var isum = 0i;
-                    for (var k = 0u; k < 8u; k++) {
-                        let xw = act_q(t0 + j, s * 64u + 8u * k + l);
-                        var dk = dot4(wq[k], xw);
-                        if (FMT == 5u) { dk = dk - 32i * dot4(0x01010101u, xw); }
-                        isum = isum + dk * sc[k];
-                    }
-                    let dx = act_d(t0 + j, s);
-                    acc[j] = fma(f32(isum), dw * dx, acc[j]);
-                    if (FMT != 5u && l == 0u) {
-                        var msum = 0i;
-                        for (var k = 0u; k < 8u; k++) { msum = msum + mn[k] * bitcast<i32>(act_e(t0 + j, s * 8u + k)); }
-                        ext[j] = ext[j] + (dmin * dx) * f32(msum);
-                    }
-                }
-            }
-        }
-        for (var j = 0u; j < TB; j++) { lanes_part[lid * TB + j] = acc[j]; }
-        if (lane == 0u) {
-            for (var j = 0u; j < TB; j++) { extra_part[rw * TB + j] = ext[j]; }
-        }
+        row_dots(lid, live, n * p.row_words, nb, t0, nt);
         workgroupBarrier();
-        if (live && lane == 0u) {
-            for (var j = 0u; j < nt; j++) {
-                var h: array<f32, 8>;
-                let r0 = rw * LANES;
-                for (var i = 0u; i < 8u; i++) {
-                    if (LANES == 32u) {  // the four groups per lane: (g0 + g2) + (g1 + g3)
-                        h[i] = (lanes_part[(r0 + i) * TB + j] + lanes_part[(r0 + 16u + i) * TB + j]) +
-                               (lanes_part[(r0 + 8u + i) * TB + j] + lanes_part[(r0 + 24u + i) * TB + j]);
-                    } else {
-                        h[i] = lanes_part[(r0 + i) * TB + j];
-                    }
-                }
-                // the CPU's 8-lane tree: (i + i+4), then pairs, then the last two
-                let sum = ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
-                var v = sum;
-                if (FMT == 2u) { v = sum + extra_part[rw * TB + j]; }
-                if (FMT == 3u || FMT == 4u) { v = sum - extra_part[rw * TB + j]; }
-                y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n] = v;
-            }
+        if (live && lid % LANES == 0u) {
+            for (var j = 0u; j < nt; j++) { y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n] = combined(rw, j); }
         }
         workgroupBarrier();
     }
+}
+
+// The routed experts of a MoE layer (the f16/bf16 matmul_half_v4_routed's scheme): for each
+// (token, rank) pair p, its expert e = ids[ids_off + p] and e's matrix from `table` ((weight
+// binding, first word) per expert and matrix: gate, up, down). A workgroup computes RPW rows of
+// one pair's matrix against the pair's activation row (token p / k, or p with x_per_pair), each
+// row through row_dots as in matmul_quant, so equal to the host-grouped path bit for bit.
+struct RoutedParams {
+    K: u32,
+    row_words: u32,
+    groups_x: u32,
+    total_groups: u32,   // workgroups: pairs * rows_per_pair / RPW
+    rows_per_pair: u32,
+    half_rows: u32,      // rows of matrix mat0; the rest are rows of matrix mat0 + 1
+    mat0: u32,           // 0: gate (and up), 2: down
+    k: u32,              // pairs per token
+    x_per_pair: u32,     // 1: activation row p, 0: row p / k
+    y_off: u32,
+    y_off2: u32,
+    y_stride: u32,
+    ids_off: u32,
+    n_experts: u32,
+    log_ids: u32,        // 1: write each pair's expert to ids_log
+    d_off: u32,          // as Params: the activation scales and sums in xq
+    e_off: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+@group(0) @binding(0) var<uniform> rp: RoutedParams;
+@group(0) @binding(8) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(9) var<storage, read> table: array<vec2<u32>>;
+@group(0) @binding(10) var<storage, read_write> ids_log: array<u32>;
+
+@compute @workgroup_size({{WG}})
+fn matmul_quant_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let g = wid.y * rp.groups_x + wid.x;
+    if (g >= rp.total_groups) { return; }
+    let per_pair = rp.rows_per_pair / RPW;
+    let pr = g / per_pair;
+    let r0 = (g - pr * per_pair) * RPW;
+    let e = min(ids[rp.ids_off + pr], rp.n_experts - 1u);
+    var m = 0u;
+    var n0 = r0;
+    var y0 = rp.y_off;
+    if (r0 >= rp.half_rows) {
+        m = 1u;
+        n0 = r0 - rp.half_rows;
+        y0 = rp.y_off2;
+    }
+    let at = table[e * 3u + rp.mat0 + m];
+    wbuf = at.x;
+    act_k = rp.K;
+    act_doff = rp.d_off;
+    act_eoff = rp.e_off;
+    let rw = lid / LANES;
+    var t = pr / rp.k;
+    if (rp.x_per_pair == 1u) { t = pr; }
+    row_dots(lid, true, at.y + (n0 + rw) * rp.row_words, rp.K / select(256u, 32u, LANES == 32u), t, 1u);
+    workgroupBarrier();
+    if (lid % LANES == 0u) { y[y0 + pr * rp.y_stride + n0 + rw] = combined(rw, 0u); }
+    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[pr] = e; }
 }

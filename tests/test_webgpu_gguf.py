@@ -208,3 +208,36 @@ def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp
     k = strata.load(src, threads=1).config["top_k"]
     got = decode(strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"]))
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_moe", "Q4_K_M"), ("qwen3_next", "Q8_0"), ("qwen3_moe", "Q5_0+Q5_1")])
+def test_quantized_experts_chosen_on_the_device_change_no_bit(ggufs, arch, mix, monkeypatch):
+    """Resident quantized experts run routed on the GPU (matmul_quant_routed: no readback of the
+    router's ids, so one submit fewer per MoE layer: qwen3_moe's window is one submit, qwen3_next
+    GGUFs still wait once per GDN layer for the host permutation of tiled value heads); every
+    value equals the host-grouped path's (STRATA_WEBGPU_FUSE=0), and the telemetry names the same
+    experts."""
+    path = ggufs[(arch, mix)]
+    device = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
+    host = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
+    for eng in (device, host):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
+        before, host_before = device.backend_counters(), host.backend_counters()
+        np.testing.assert_array_equal(np.array(device.run(window)), np.array(host.run(window)))
+        after, host_after = device.backend_counters(), host.backend_counters()
+        routed = after["moe_on_device"] - before["moe_on_device"]
+        assert routed == 4, window  # every layer of these models is MoE
+        submits, host_submits = after["submits"] - before["submits"], host_after["submits"] - host_before["submits"]
+        assert submits == host_submits - routed, window
+        if arch == "qwen3_moe":
+            assert submits == 1, window
+        td, th = device.last_telemetry(), host.last_telemetry()
+        for key in ("union_per_layer", "expert_ids", "weight_bytes"):
+            assert td[key] == th[key], key
+        device.commit(keep)
+        host.commit(keep)
+    assert host.backend_counters()["moe_on_device"] == 0

@@ -94,6 +94,10 @@ public:
     };
     void matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
                        const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
+    // matmul_routed for the block formats: the pairs' activation rows already quantized in xq
+    // (row p / k, or p with x_per_pair; x_off / x_stride unused), table words are word offsets.
+    void matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y, const BufRef& ids, const BufRef& table,
+                             const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);

@@ -71,8 +71,54 @@ void Kernels::matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuM
         const uint32_t gx = std::min(groups, max_groups), gy = (groups + gx - 1) / gx;
         QuantParams p{T, m.cols, c.rows, m.row_words, 0, 0, y_off, y_stride, c.row0, gx, uint32_t(uint64_t(T) * m.cols / 4),
                       uint32_t(uint64_t(T) * (m.cols / 4 + m.cols / L.block_elems))};
-        r.dispatch(pl, &p, sizeof p, {nullptr, xq, c.ref(), y}, gx, gy);
+        const BufRef w = c.ref();
+        r.dispatch(pl, &p, sizeof p, {nullptr, xq, w, w, w, w, y}, gx, gy);
     }
+}
+
+void Kernels::matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y, const BufRef& ids,
+                                  const BufRef& table, const std::vector<BufRef>& weights, const BufRef& ids_log,
+                                  const Routed& a) {
+    if (!a.pairs) return;
+    const QuantLayout& L = quant_layout(a.format);
+    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    auto check = [](bool ok, const std::string& what) {
+        if (!ok) throw std::invalid_argument("webgpu matmul_quant_routed: " + what);
+    };
+    check(a.K % L.block_elems == 0 && a.row_words == quant_row_words(a.format, a.K), "rows of whole blocks");
+    check(!weights.empty() && weights.size() <= kGatherBuffers, "1..4 weight buffers");
+    check(a.k > 0 && a.n_experts > 0 && a.half_rows > 0 && a.half_rows <= a.rows_per_pair &&
+              (a.mat0 == 0 || (a.mat0 == 2 && a.half_rows == a.rows_per_pair)),
+          "pair layout");
+    check(a.half_rows % rows_per_group == 0 && a.rows_per_pair % rows_per_group == 0,
+          "rows per pair a multiple of " + std::to_string(rows_per_group));
+    const uint32_t second = a.rows_per_pair - a.half_rows;
+    check(a.y_stride >= std::max(a.half_rows, second), "rows and strides");
+    const uint32_t x_rows = a.x_per_pair ? a.pairs : (a.pairs + a.k - 1) / a.k;
+    need_words(xq, quant_act_words(a.format, x_rows, a.K), "matmul_quant_routed", "xq");
+    need_words(y, a.y_off + uint64_t(a.pairs - 1) * a.y_stride + a.half_rows, "matmul_quant_routed", "y");
+    if (second) need_words(y, a.y_off2 + uint64_t(a.pairs - 1) * a.y_stride + second, "matmul_quant_routed", "y");
+    need_words(ids, uint64_t(a.ids_off) + a.pairs, "matmul_quant_routed", "ids");
+    need_words(table, uint64_t(a.n_experts) * 3 * 2, "matmul_quant_routed", "table");
+    if (ids_log) need_words(ids_log, a.pairs, "matmul_quant_routed", "ids log");
+    const uint64_t groups = uint64_t(a.pairs) * a.rows_per_pair / rows_per_group;
+    check(groups <= UINT32_MAX, "too many rows");
+    const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
+    struct {
+        uint32_t K, row_words, groups_x, total_groups, rows_per_pair, half_rows, mat0, k;
+        uint32_t x_per_pair, y_off, y_off2, y_stride, ids_off, n_experts, log_ids, d_off;
+        uint32_t e_off, pad[3];
+    } p{a.K, a.row_words, gx, uint32_t(groups), a.rows_per_pair, a.half_rows, a.mat0, a.k,
+        a.x_per_pair, a.y_off, a.y_off2, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
+        uint32_t(uint64_t(x_rows) * a.K / 4), uint32_t(uint64_t(x_rows) * (a.K / 4 + a.K / L.block_elems)), {0, 0, 0}};
+    const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant_routed", quant_defines(L, kTokenBlock));
+    std::vector<BufRef> b = {nullptr, xq};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    b.push_back(y);
+    b.push_back(ids);
+    b.push_back(table);
+    b.push_back(ids_log ? ids_log : ids);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((groups + gx - 1) / gx));
 }
 
 }  // namespace strata::webgpu

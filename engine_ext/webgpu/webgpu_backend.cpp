@@ -701,23 +701,35 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     if (found != routed_.end()) return found->second;
     RoutedLayer& L = routed_[a.experts[0].gate.data];
     const int E = a.n_experts, H = a.hidden, I = a.inter;
-    const WFormat f = a.experts[0].gate.format;
+    const WFormat f = a.experts[0].gate.format, fd = a.experts[0].down.format;
     const int rb = int(kernels_->rows_per_workgroup());
-    bool ok = (f == WFormat::F16 || f == WFormat::BF16) && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
+    const bool half = f == WFormat::F16 || f == WFormat::BF16, quant = quant_matmul_format(f) && quant_matmul_format(fd);
+    bool ok = false;
+    if (half) ok = fd == f && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
+    // block formats: whole blocks per row, and whole workgroups of rows (8 rows of 256-blocks, 2 of 32-blocks)
+    if (quant) {
+        const QuantLayout &Lg = quant_layout(to_weight_format(f)), &Ld = quant_layout(to_weight_format(fd));
+        ok = H % Lg.block_elems == 0 && I % Ld.block_elems == 0 && I % 8 == 0 && H % 8 == 0;
+    }
+    // device bytes of one matrix, for the arena reservation
+    auto device_bytes = [&](WFormat g, int rows, int cols) {
+        return quant ? uint64_t(rows) * quant_row_words(to_weight_format(g), uint32_t(cols)) * 4 : uint64_t(rows) * cols * 2;
+    };
     uint64_t gu_bytes = 0, down_bytes = 0;  // what is still to upload
     for (int e = 0; ok && e < E; ++e) {
         const ExpertView& v = a.experts[e];
-        ok = v.gate.format == f && v.up.format == f && v.down.format == f && v.gate.rows == I && v.gate.cols == H &&
+        ok = v.gate.format == f && v.up.format == f && v.down.format == fd && v.gate.rows == I && v.gate.cols == H &&
              v.up.rows == I && v.up.cols == H && v.down.rows == H && v.down.cols == I;
-        if (!weights_.count(v.gate.data)) gu_bytes += uint64_t(I) * H * 2;
-        if (!weights_.count(v.up.data)) gu_bytes += uint64_t(I) * H * 2;
-        if (!weights_.count(v.down.data)) down_bytes += uint64_t(I) * H * 2;
+        if (!ok) break;
+        if (!weights_.count(v.gate.data)) gu_bytes += device_bytes(f, I, H);
+        if (!weights_.count(v.up.data)) gu_bytes += device_bytes(f, I, H);
+        if (!weights_.count(v.down.data)) down_bytes += device_bytes(fd, H, I);
     }
     if (!ok) return L;
     std::vector<uint32_t> table(size_t(E) * 3 * 2);
     auto place = [&](const MatView& W, size_t slot, std::vector<BufRef>& bufs) {
         const GpuMatrix& m = weights(W);
-        if (!Kernels::gather_ok(m)) return false;
+        if (quant ? m.chunks.size() != 1 : !Kernels::gather_ok(m)) return false;
         const GpuMatrix::Chunk& c = m.chunks[0];
         uint32_t b = 0;
         while (b < bufs.size() && bufs[b].buf != c.buffer) ++b;
@@ -726,7 +738,7 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
             bufs.push_back(BufRef(c.buffer));
         }
         table[slot * 2] = b;
-        table[slot * 2 + 1] = uint32_t(c.offset / 16);
+        table[slot * 2 + 1] = uint32_t(quant ? c.offset / 4 : c.offset / 16);  // words / vec4 words
         return true;
     };
     // each layer's gates and ups side by side, then its downs: two dispatches bind few arenas
@@ -737,6 +749,7 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     for (int e = 0; ok && e < E; ++e) ok = place(a.experts[e].down, size_t(e) * 3 + 2, L.down_buffers);
     if (!ok) return L;
     L.format = to_weight_format(f);
+    L.down_format = to_weight_format(fd);
     L.gu_row_words = weights(a.experts[0].gate).row_words;
     L.down_row_words = weights(a.experts[0].down).row_words;
     L.table = device_->upload(table.data(), table.size() * 4, "expert table");
@@ -764,6 +777,10 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
         return false;
     const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
     BufferPtr log = temp(P * 4);
+    if (is_quant(L.format)) {
+        moe_experts_quant(a, L, BufRef(rx->buf), xo, BufRef(rg->buf), go, BufRef(rd->buf), d_off, BufRef(ri->buf), io, log);
+        return true;
+    }
     // gate and up of each pair's expert on its token's row: G [P][I], then U [P][I]
     Kernels::Routed gu{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0,
                        uint32_t(xo / 4), uint32_t(a.ldx), 0, uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I),
@@ -875,6 +892,41 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
         }
     }
     for (const CopyJob* j : todo) copy(j->src, j->dst, j->rows, j->heads, j->dim);
+}
+
+}  // namespace strata::webgpu
+
+namespace strata::webgpu {
+
+// moe_experts for experts in the GGUF block formats: the tokens' rows quantized once, the routed
+// gate and up, SwiGLU, the pairs' rows quantized, the routed down; each row as the host-grouped
+// path computes it (quantization is per row, matmul_quant_routed runs matmul_quant's row code).
+void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo,
+                                      const BufRef& gu, uint64_t go, const BufRef& d, uint64_t d_off,
+                                      const BufRef& ids, uint64_t io, const BufferPtr& log) {
+    const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
+    BufferPtr xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
+    kernels_->quantize_rows(rec_, x, uint32_t(xo / 4), uint32_t(a.ldx), uint32_t(a.n), uint32_t(H), L.format, BufRef(xq));
+    Kernels::Routed up{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0, 0, 0, 0,
+                       uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I), uint32_t(io / 4), E};
+    kernels_->matmul_quant_routed(rec_, BufRef(xq), gu, ids, BufRef(L.table), L.gu_buffers, BufRef(log), up);
+    {
+        OpArgs args(*this);
+        BufRef g = args.in(span(a.GU, P * I), "gate");
+        BufRef u = args.in(span(a.GU + P * I, P * I), "up");
+        BufRef y = args.out(span(a.GU, P * I), "swiglu");
+        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(P * I));
+        args.done();
+    }
+    BufferPtr gq = temp(quant_act_words(L.down_format, p32, uint32_t(I)) * 4);
+    kernels_->quantize_rows(rec_, gu, uint32_t(go / 4), uint32_t(I), p32, uint32_t(I), L.down_format, BufRef(gq));
+    Kernels::Routed dn{L.down_format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2, 0, 0, 1,
+                       uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H), uint32_t(io / 4), E};
+    kernels_->matmul_quant_routed(rec_, BufRef(gq), d, ids, BufRef(L.table), L.down_buffers, BufRef(), dn);
+    if (a.ids) late_reads_.push_back({log, p32, a.ids});
+    ++routed_layers_run_;
+    submit_early();
 }
 
 }  // namespace strata::webgpu
