@@ -241,3 +241,35 @@ def test_quantized_experts_chosen_on_the_device_change_no_bit(ggufs, arch, mix, 
         device.commit(keep)
         host.commit(keep)
     assert host.backend_counters()["moe_on_device"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"])
+def test_activation_blocks_and_integer_dots_equal_the_cpus(fmt):
+    """Where no f32 sum runs over blocks in one float lane (a 32-block format with at most four
+    blocks per row, a K-quant with one), the GPU's matmul equals the cpu backend's bit for bit:
+    the int8 codes and scales of each activation block (correctly rounded divisions, f16 rounding),
+    the integer dot products, the scale products and the CPU's lane tree. Rows with edge cases:
+    zeros, values so small that the f16 scale is subnormal, large values, the largest magnitude
+    negative and repeated, halves that round to even."""
+    from strata import _engine
+    from test_backend_ops import make_weights
+
+    ops = _engine.ops
+    block = 256 if fmt.endswith("_K") else 32
+    rng = np.random.default_rng(11)
+    for cols in ([block] if block == 256 else [32, 64, 128]):
+        raw, _ = make_weights(rng, fmt, 40, cols)
+        x = rng.standard_normal((16, cols)).astype(np.float32)
+        x[1] = 0.0
+        x[2] *= 1e-4
+        x[3] *= 3e4
+        x[4, :] = np.float32(0.25)
+        x[4, 5] = x[4, 9] = np.float32(-127.0)  # the first of largest magnitude decides the sign
+        # scale 1 in every block (largest magnitude 127, negative, first), the rest halfway
+        # between two codes: round half to even decides them
+        x[5] = np.round(rng.standard_normal(cols) * 20).clip(-100, 100) + np.float32(0.5)
+        x[5, ::32] = np.float32(-127.0)
+        x[6] *= np.float32(1e-37)
+        want = ops.matmul("cpu", x, raw, fmt, 40, cols)
+        got = ops.matmul("webgpu", x, raw, fmt, 40, cols)
+        np.testing.assert_array_equal(got, want, err_msg=f"{fmt} cols={cols}")
