@@ -5,7 +5,8 @@
 //    CPU does it (ggml's quantize_row_q8_0 / q8_1 for 32-blocks, its Q8_K reference for
 //    256-blocks): the same scale, the same round-half-even, the same f16 rounding of the 32-block
 //    scale. The divisions go through div_rn (WGSL's `/` may be 2.5 ulp off; these must be the
-//    correctly rounded quotients the CPU gets), and the f16 rounding through integer code.
+//    correctly rounded quotients the CPU gets), and the f16 rounding through integer code. A
+//    workgroup takes one 256-block (4 values per thread) or two 32-blocks (1 per thread).
 // 2. `matmul_quant`: integer dot products of weight codes x activation codes, exact in i32 (so
 //    their order is free), then the f32 steps in the CPU's order: a thread is one of the CPU's
 //    float lanes (LANES = 8 for the 256-blocks; 32 = 4 groups of 8 for the 32-blocks, block b in
@@ -137,52 +138,100 @@ fn div_rn(a: f32, b: f32) -> f32 {
 
 // ---- 1. activation rows to int8 blocks ---------------------------------------------------------
 
-// One thread per (row, block). What it writes is a function of that block of x alone.
+// A workgroup quantizes QB blocks (2 of 32 values, 1 of 256), each thread VPT values of one
+// block (1 or 4): the largest magnitude and the first place it occurs by fixed trees (max and
+// min are exact, so any order gives the CPU's values), the scale by one thread, then each thread
+// its codes. What a block gets is a function of that block of x alone.
+const VPT: u32 = {{VPT}}u;  // values per thread: max(1, ABLK / WG)
+const TPB: u32 = ABLK / VPT;            // threads per block
+const QB: u32 = WG / TPB;               // blocks per workgroup
+var<workgroup> q_red: array<f32, WG>;
+var<workgroup> q_first: array<u32, WG>;
+var<workgroup> q_sum: array<i32, WG>;
+var<workgroup> q_code: array<u32, WG>;
+var<workgroup> q_scale: array<vec3<f32>, QB>;  // per block: mul, d, d32
+
 @compute @workgroup_size({{WG}})
 fn quantize_rows(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let g = (wid.y * p.groups_x + wid.x) * WG + lid3.x;
+    let lid = lid3.x;
     let nbk = p.K / ABLK;
-    if (g >= p.T * nbk) { return; }
+    let g = (wid.y * p.groups_x + wid.x) * QB + lid / TPB;  // this thread's block
+    let live = g < p.T * nbk;
     let t = g / nbk;
     let b = g % nbk;
-    let x0 = p.x_off + t * p.x_stride + b * ABLK;
+    let lt = lid % TPB;  // thread in its block
+    let x0 = p.x_off + t * p.x_stride + b * ABLK + lt * VPT;
+    var v: array<f32, VPT>;
     var amax = 0.0;
-    for (var i = 0u; i < ABLK; i++) { amax = max(amax, abs(x[x0 + i])); }
-    var mul = 0.0;
-    var d = 0.0;
-    var d32 = 0.0;
-    if (ABLK == 32u) {
-        d32 = div_rn(amax, 127.0);
-        if (amax != 0.0) { mul = div_rn(127.0, amax); }
-        d = half_to_f32(f32_to_half(d32));
-    } else if (amax > 0.0) {
-        var first = 0u;  // the first value of largest magnitude, as ggml's scan
-        for (var i = ABLK; i > 0u; i--) {
-            if (abs(x[x0 + i - 1u]) == amax) { first = i - 1u; }
-        }
-        mul = div_rn(-127.0, x[x0 + first]);
-        d = div_rn(1.0, mul);
+    for (var i = 0u; i < VPT; i++) {
+        v[i] = 0.0;
+        if (live) { v[i] = x[x0 + i]; }
+        amax = max(amax, abs(v[i]));
     }
-    xq[p.d_off + g] = bitcast<u32>(d);
-    let qrow = t * (p.K / 4u) + b * (ABLK / 4u);
-    var sum = 0i;
-    for (var i = 0u; i < ABLK; i += 4u) {
-        var word = 0u;
-        for (var k = 0u; k < 4u; k++) {
-            let v = clamp(round(x[x0 + i + k] * mul), -127.0, 127.0);
-            let q = i32(v);
-            sum = sum + q;
-            word = word | ((u32(q) & 0xffu) << (8u * k));
+    q_red[lid] = amax;
+    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt < s) { q_red[lid] = max(q_red[lid], q_red[lid + s]); }
+    }
+    workgroupBarrier();
+    amax = q_red[lid - lt];
+    // the first value of largest magnitude, as ggml's scan (256-blocks)
+    var first = ABLK;
+    for (var i = VPT; i > 0u; i--) {
+        if (abs(v[i - 1u]) == amax) { first = lt * VPT + i - 1u; }
+    }
+    q_first[lid] = first;
+    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt < s) { q_first[lid] = min(q_first[lid], q_first[lid + s]); }
+    }
+    workgroupBarrier();
+    if (lt == 0u) {
+        var mul = 0.0;
+        var d = 0.0;
+        var d32 = 0.0;
+        if (ABLK == 32u) {
+            d32 = div_rn(amax, 127.0);
+            if (amax != 0.0) { mul = div_rn(127.0, amax); }
+            d = half_to_f32(f32_to_half(d32));
+        } else if (amax > 0.0 && q_first[lid] < ABLK) {
+            mul = div_rn(-127.0, x[p.x_off + t * p.x_stride + b * ABLK + q_first[lid]]);
+            d = div_rn(1.0, mul);
         }
-        xq[qrow + i / 4u] = word;
-        if ((i + 4u) % 32u == 0u) {  // the end of a 32-value group
-            let s = t * (p.K / 32u) + (b * ABLK + i) / 32u;
-            if (ABLK == 256u) {
-                xq[p.e_off + s] = bitcast<u32>(sum);
-            } else if (SUMS == 1u) {
-                xq[p.e_off + s] = bitcast<u32>(half_to_f32(f32_to_half(d32 * f32(sum))));
-            }
-            sum = 0i;
+        q_scale[lid / TPB] = vec3<f32>(mul, d, d32);
+        if (live) { xq[p.d_off + g] = bitcast<u32>(d); }
+    }
+    workgroupBarrier();
+    let sc = q_scale[lid / TPB];
+    var word = 0u;
+    var sum = 0i;
+    for (var i = 0u; i < VPT; i++) {
+        let q = i32(clamp(round(v[i] * sc.x), -127.0, 127.0));
+        sum = sum + q;
+        word = word | ((u32(q) & 0xffu) << (8u * i));
+    }
+    q_code[lid] = word;
+    q_sum[lid] = sum;
+    // the code sum of each 32 values: a tree over the 32 / VPT threads that hold them
+    let per32 = 32u / VPT;
+    for (var s = per32 / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt % per32 < s) { q_sum[lid] = q_sum[lid] + q_sum[lid + s]; }
+    }
+    workgroupBarrier();
+    if (!live) { return; }
+    let qword = t * (p.K / 4u) + (b * ABLK + lt * VPT) / 4u;
+    if (VPT == 4u) {
+        xq[qword] = word;
+    } else if (lt % 4u == 0u) {  // one value per thread: four threads' codes make a word
+        xq[qword] = q_code[lid] | (q_code[lid + 1u] << 8u) | (q_code[lid + 2u] << 16u) | (q_code[lid + 3u] << 24u);
+    }
+    if (lt % per32 == 0u) {
+        let s = t * (p.K / 32u) + (b * ABLK + lt * VPT) / 32u;
+        if (ABLK == 256u) {
+            xq[p.e_off + s] = bitcast<u32>(q_sum[lid]);
+        } else if (SUMS == 1u) {
+            xq[p.e_off + s] = bitcast<u32>(half_to_f32(f32_to_half(sc.z * f32(q_sum[lid]))));
         }
     }
 }

@@ -26,6 +26,7 @@ struct QuantParams {
 ShaderDefines quant_defines(const QuantLayout& L, uint32_t token_block) {
     return {{"TB", std::to_string(token_block)},
             {"ABLK", std::to_string(L.block_elems)},
+            {"VPT", std::to_string(std::max<uint32_t>(1, L.block_elems / Kernels::kWorkgroup))},
             {"SUMS", L.act_sums ? "1" : "0"},
             {"FMT", std::to_string(L.fmt_id)},
             {"LANES", L.block_elems == 32 ? "32" : "8"},
@@ -46,7 +47,8 @@ void Kernels::quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32
     need_words(x, x_off + uint64_t(T - 1) * x_stride + K, "quantize_rows", "x");
     need_words(xq, quant_act_words(f, T, K), "quantize_rows", "xq");
     const uint64_t blocks = uint64_t(T) * (K / L.block_elems);
-    const uint64_t groups = (blocks + kWorkgroup - 1) / kWorkgroup;
+    const uint64_t per_group = std::max<uint64_t>(1, kWorkgroup / L.block_elems);  // blocks per workgroup
+    const uint64_t groups = (blocks + per_group - 1) / per_group;
     const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
     const uint32_t gy = uint32_t((groups + gx - 1) / gx);
     QuantParams p{T, K, 0, 0, x_off, x_stride, 0, 0, 0, gx, uint32_t(uint64_t(T) * K / 4),
