@@ -265,8 +265,6 @@ fn w(i: u32) -> u32 {
     }
 }
 
-fn byte_at(base: u32, i: u32) -> u32 { return (w(base + i / 4u) >> (8u * (i % 4u))) & 0xffu; }
-
 // f16 scale `d` of block b of the row at `base` (Q8_0, Q5_0, Q6_K: in the row's scale region)
 fn block_d(base: u32, nb: u32, b: u32) -> f32 {
     return half_to_f32((w(base + nb * BW + b / 2u) >> (16u * (b % 2u))) & 0xffffu);
@@ -287,17 +285,6 @@ fn q5_codes(qh: u32, qs_word: u32, l: u32) -> u32 {
     let hb = (qh >> (4u * l)) & 0xfu;
     let hi = ((hb & 1u) | ((hb & 2u) << 7u) | ((hb & 4u) << 14u) | ((hb & 8u) << 21u)) << 4u;
     return lo | hi;
-}
-
-// The 6-bit scale (.x) and min (.y) of sub-block j of a Q4_K / Q5_K block (scale bytes at word 1).
-fn k_scale_min(base: u32, j: u32) -> vec2<u32> {
-    let s = base * 4u + 4u;  // byte index of the scales in the row
-    if (j < 4u) {
-        return vec2<u32>(byte_at(0u, s + j) & 63u, byte_at(0u, s + j + 4u) & 63u);
-    }
-    let sc = (byte_at(0u, s + j + 4u) & 0x0fu) | ((byte_at(0u, s + j - 4u) >> 6u) << 4u);
-    let mn = (byte_at(0u, s + j + 4u) >> 4u) | ((byte_at(0u, s + j) >> 6u) << 4u);
-    return vec2<u32>(sc, mn);
 }
 
 // Weight row `base` (in binding wbuf; live: a row of this chunk) against activation rows t0 ..
@@ -355,26 +342,44 @@ fn row_dots(lid: u32, live: bool, base: u32, nb: u32, t0: u32, nt: u32) {
             var mn: array<i32, 8>;
             var dw = 0.0;
             var dmin = 0.0;
-            if (FMT == 5u) {  // Q6_K: ql words 0-31, qh 32-47, int8 scales 48-51
+            if (FMT == 5u) {  // Q6_K: ql words 0-31, qh 32-47, int8 scales 48-51; each word loaded once
+                var ql: array<u32, 4>;
+                for (var c = 0u; c < 4u; c++) { ql[c] = w(blk + 8u * c + l); }  // (half, qd % 2) = (c / 2, c % 2)
+                let qh0 = w(blk + 32u + l);
+                let qh1 = w(blk + 40u + l);
+                var sw: array<u32, 4>;
+                for (var c = 0u; c < 4u; c++) { sw[c] = w(blk + 48u + c); }
                 for (var k = 0u; k < 8u; k++) {
                     let hb6 = k / 4u;
                     let qd = k % 4u;
-                    let lo = (w(blk + 16u * hb6 + 8u * (qd % 2u) + l) >> (4u * (qd / 2u))) & 0x0f0f0f0fu;
-                    let hi = (w(blk + 32u + 8u * hb6 + l) >> (2u * qd)) & 0x03030303u;
+                    let lo = (ql[2u * hb6 + qd % 2u] >> (4u * (qd / 2u))) & 0x0f0f0f0fu;
+                    let hi = (select(qh0, qh1, hb6 == 1u) >> (2u * qd)) & 0x03030303u;
                     wq[k] = lo | (hi << 4u);
                     let si = (128u * hb6 + 32u * qd) / 16u + select(1u, 0u, l < 4u);
-                    sc[k] = i32(w(blk + 48u + si / 4u) << (24u - 8u * (si % 4u))) >> 24u;
+                    sc[k] = i32(sw[si / 4u] << (24u - 8u * (si % 4u))) >> 24u;
                 }
                 dw = block_d(base, nb, s);
             } else {  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (Q5_K: 32 bytes of fifth bits), nibbles
                 let qs = select(4u, 12u, FMT == 4u);
+                let qh = select(0u, w(blk + 4u + l), FMT == 4u);
+                // the eight 6-bit scales and mins from the 12 bytes at words 1-3 (the CPU's k_scales_mins)
+                let a0 = w(blk + 1u);
+                let a1 = w(blk + 2u);
+                let a2 = w(blk + 3u);
+                let s03 = a0 & 0x3f3f3f3fu;
+                let m03 = a1 & 0x3f3f3f3fu;
+                let s47 = (a2 & 0x0f0f0f0fu) | (((a0 >> 6u) & 0x03030303u) << 4u);
+                let m47 = ((a2 >> 4u) & 0x0f0f0f0fu) | (((a1 >> 6u) & 0x03030303u) << 4u);
+                for (var g = 0u; g < 4u; g++) {
+                    let q = w(blk + qs + 8u * g + l);
+                    wq[2u * g] = q & 0x0f0f0f0fu;
+                    wq[2u * g + 1u] = (q >> 4u) & 0x0f0f0f0fu;
+                }
                 for (var k = 0u; k < 8u; k++) {
-                    var q = (w(blk + qs + 8u * (k / 2u) + l) >> (4u * (k % 2u))) & 0x0f0f0f0fu;
-                    if (FMT == 4u) { q = q | (((w(blk + 4u + l) >> k) & 0x01010101u) << 4u); }
-                    wq[k] = q;
-                    let sm = k_scale_min(blk, k);
-                    sc[k] = i32(sm.x);
-                    mn[k] = i32(sm.y);
+                    if (FMT == 4u) { wq[k] = wq[k] | (((qh >> k) & 0x01010101u) << 4u); }
+                    let sh = 8u * (k % 4u);
+                    sc[k] = i32((select(s47, s03, k < 4u) >> sh) & 0xffu);
+                    mn[k] = i32((select(m47, m03, k < 4u) >> sh) & 0xffu);
                 }
                 dw = half_to_f32(w(blk) & 0xffffu);
                 dmin = half_to_f32(w(blk) >> 16u);
