@@ -25,6 +25,9 @@
 #   model once more with x=staged)  DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
 #   HF_DEVICE=cuda
+#   GGUF_FILES="" (quantized GGUF files to time on webgpu and cpu: T=1 decode, cost(T))
+#   GGUF_MIX="" (e.g. Q4_K_M: also write the anchor checkpoint as such a GGUF and time it; needs
+#   the `gguf` package, bench/webgpu_decode.py make-gguf)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -35,7 +38,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=direct staged}" "${BIG_STAGED:=1}"
-: "${HF_DEVICE:=cuda}"
+: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -175,6 +178,20 @@ if [ "$BIG" = 1 ] && [ "$BIG_STAGED" = 1 ] && [ -f "$BIG_MODEL/config.json" ]; t
     $PY bench/webgpu_decode.py strata "$BIG_MODEL" --backend webgpu --tokens "$BIG_TOKENS" --max-seconds 20 \
     --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-xstaged" --out "$RES"
 fi
+
+# 11. quantized GGUF files (the GGUF block formats' WGSL kernels) on webgpu and on cpu
+gguf_files=($GGUF_FILES)
+if [ -n "$GGUF_MIX" ] && [ -f "$MODEL/config.json" ]; then
+  step "[anchor] make a $GGUF_MIX GGUF" 120 $PY bench/webgpu_decode.py make-gguf "$MODEL" "$WORK/anchor-$GGUF_MIX.gguf" \
+    --mix "$GGUF_MIX" --label "anchor-$GGUF_MIX" --out "$RES" && gguf_files+=("$WORK/anchor-$GGUF_MIX.gguf")
+fi
+for f in "${gguf_files[@]}"; do
+  label=$(basename "$f" .gguf)
+  step "[$label] strata webgpu decode + window cost" 60 $PY bench/webgpu_decode.py strata "$f" --backend webgpu \
+    --tokens "$TOKENS" --max-seconds 20 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$label" --out "$RES"
+  step "[$label] strata cpu decode + window cost" 45 $PY bench/webgpu_decode.py strata "$f" --backend cpu \
+    --tokens "$TOKENS" --max-seconds 15 --window-cost 2,4,8,16 --label "$label" --out "$RES"
+done
 
 echo
 echo "================ h200_webgpu table (t=$(elapsed)s, $(date -u +%FT%TZ)) ================"

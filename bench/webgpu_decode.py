@@ -3,7 +3,8 @@ transformers (CUDA eager where there is a GPU), for the H200 measurement of benc
 
     python bench/webgpu_decode.py make DIR [--preset bench|a3b] [--dtype bfloat16] [--repeat-experts]
                                            [--set key=value ...]
-    python bench/webgpu_decode.py strata DIR --backend webgpu|cpu [--tokens 64] [--max-seconds S]
+    python bench/webgpu_decode.py make-gguf DIR OUT.gguf [--mix Q4_K_M|Q5_K_M|Q8_0|Q6_K]
+    python bench/webgpu_decode.py strata DIR|FILE.gguf --backend webgpu|cpu [--tokens 64] [--max-seconds S]
                                            [--window-cost 4,8] [--warm-prompt N] [--label NAME]
     python bench/webgpu_decode.py hf DIR [--device cuda] [--tokens 64] [--max-seconds S] [--label NAME]
     python bench/webgpu_decode.py ceiling            # torch copy bandwidth and cuBLAS f16 matvec
@@ -21,6 +22,13 @@ dense weight once, the chosen experts once) over the step time, and with --windo
 median time of windows of T rows (run T tokens, commit 1) against T=1: cost(T)/cost(1).
 --repeat-experts writes one random block for every expert of a shape (a timing model of many
 gigabytes in seconds; routing stays random); --set overrides preset fields (small rehearsals).
+
+Quantized weights: `make-gguf` converts a checkpoint folder made by `make` into a GGUF file in
+the mix llama.cpp's quantizer gives (Q4_K_M: Q4_K with Q6_K for attention v, ffn_down and the
+output head, Q5_0 where rows are not whole 256-blocks, the router F32; Q5_K_M alike with Q5_K /
+Q5_1; Q8_0; Q6_K), with the tests' GGUF writer (tests/gguf_helpers.py; needs the `gguf` package;
+meant for the anchor-size models, it holds the model in memory as f32). `strata FILE.gguf
+--backend webgpu|cpu` then times it like a folder (T=1 decode, --window-cost for cost(T)).
 """
 from __future__ import annotations
 
@@ -112,6 +120,27 @@ def cmd_make(args) -> None:
     emit({"what": "make", "model": args.label or args.preset, "dir": args.dir, "arch": args.arch,
           "preset": args.preset, "dtype": args.dtype, "set": overrides, "bytes": size,
           "seconds": time.perf_counter() - t}, args.out)
+
+
+# llama.cpp-like mixes: (main format, {GGUF name regex: format}, fallback for rows of 32-multiples)
+GGUF_MIXES = {
+    "Q4_K_M": ("Q4_K", {r"attn_v|ffn_down|^output\.": "Q6_K"}, "Q5_0"),
+    "Q5_K_M": ("Q5_K", {r"attn_v|ffn_down|^output\.": "Q6_K"}, "Q5_1"),
+    "Q6_K": ("Q6_K", {}, "Q8_0"),
+    "Q8_0": ("Q8_0", {}, "F16"),
+}
+
+
+def cmd_make_gguf(args) -> None:
+    sys.path.insert(0, os.path.join(REPO, "app"))
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from gguf_helpers import write_gguf
+
+    qtype, qtype_for, fallback = GGUF_MIXES[args.mix]
+    t = time.perf_counter()
+    write_gguf(args.dir, args.gguf, qtype=qtype, qtype_for=qtype_for, fallback=fallback, keep_f32=r"ffn_gate_inp")
+    emit({"what": "make-gguf", "model": args.label or os.path.basename(args.gguf), "dir": args.dir, "mix": args.mix,
+          "bytes": os.path.getsize(args.gguf), "seconds": time.perf_counter() - t}, args.out)
 
 
 def window_costs(eng, sizes: list[int], vocab: int, budget_s: float = 6.0) -> dict:
@@ -357,6 +386,8 @@ def cmd_table(args) -> None:
         out.append(f"[{r.get('model')}] drafting {r['mode']} on {r['backend']} ({r['workload']}): off {r['off_tok_s']:.1f} "
                    f"tok/s, on {r['on_tok_s']:.1f} tok/s, speedup {r['speedup']:.2f}x, acceptance "
                    f"{r['acceptance']:.2f}, identical output: {r['identical']}")
+    for r in by.get("make-gguf", []):
+        out.append(f"model {r.get('model')}: {r['mix']} GGUF of {r['dir']}, {r['bytes'] / 1e6:.0f} MB")
     for r in by.get("make", []):
         out.append(f"model {r.get('model')}: {r['arch']} preset={r['preset']} {r['dtype']} {r['bytes'] / 1e6:.0f} MB"
                    + (f" set={r['set']}" if r.get("set") else ""))
@@ -390,6 +421,11 @@ def main() -> None:
         else:
             p.add_argument("--device", default="cuda")
             p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32", "float16"))
+    p = sub.add_parser("make-gguf")
+    p.add_argument("dir")
+    p.add_argument("gguf")
+    p.add_argument("--mix", default="Q4_K_M", choices=sorted(GGUF_MIXES))
+    p.add_argument("--label", default=None)
     p = sub.add_parser("ceiling")
     p.add_argument("--rows", type=int, default=8192)
     p.add_argument("--cols", type=int, default=8192)
@@ -399,7 +435,7 @@ def main() -> None:
         if p.prog.split()[-1] != "table":
             p.add_argument("--out", default=None, help="append the JSON line to this file")
     args = ap.parse_args()
-    {"make": cmd_make, "strata": cmd_strata, "hf": cmd_hf, "ceiling": cmd_ceiling, "table": cmd_table}[args.cmd](args)
+    {"make": cmd_make, "make-gguf": cmd_make_gguf, "strata": cmd_strata, "hf": cmd_hf, "ceiling": cmd_ceiling, "table": cmd_table}[args.cmd](args)
 
 
 if __name__ == "__main__":

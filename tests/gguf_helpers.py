@@ -99,15 +99,30 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
 
 
 def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray, GT]:
-    """A 2-D f32 matrix in the requested format, or in `fallback` (F32, or F16 as llama.cpp's
-    quantizer does) where its rows are not whole blocks."""
+    """A 2-D f32 matrix in the requested format, or in `fallback` (F32; F16 as llama.cpp's
+    quantizer does at Q8_0; Q5_0 / Q5_1 / Q8_0, as it does for K-quant rows of 32-multiples)
+    where its rows are not whole blocks."""
     if x.ndim == 2 and qtype == "Q4_K" and x.shape[1] % 256 == 0:
         return quantize_q4_k(x), GT.Q4_K
-    if x.ndim >= 2 and qtype in ("Q8_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
+    if x.ndim == 2 and qtype in ("Q5_K", "Q6_K") and x.shape[1] % 256 == 0:
+        from strata.pack import kquants  # noqa: PLC0415
+
+        quantize = kquants.quantize_q5_k if qtype == "Q5_K" else kquants.quantize_q6_k
+        return np.frombuffer(quantize(x), np.uint8).reshape(x.shape[0], -1), getattr(GT, qtype)
+    if x.ndim == 2 and qtype == "IQ4_XS" and x.shape[1] % 256 == 0:
+        # no quantizer here: valid blocks of random levels and small scales (x only gives the
+        # shape), for tests of what a backend without IQ4_XS kernels says
+        rng = np.random.default_rng(x.shape[0] * 7919 + x.shape[1])
+        raw = rng.integers(0, 256, (x.shape[0], x.shape[1] // 256, 136), dtype=np.uint8)
+        raw[:, :, 0:2] = rng.uniform(0.001, 0.01, raw.shape[:2]).astype(np.float16)[..., None].view(np.uint8)
+        return raw.reshape(x.shape[0], -1), GT.IQ4_XS
+    if x.ndim >= 2 and qtype in ("Q8_0", "Q5_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t
     if x.ndim >= 2 and qtype != "F32" and fallback == "F16":
         return quants.quantize(x, GT.F16), GT.F16
+    if x.ndim >= 2 and qtype != "F32" and fallback in ("Q8_0", "Q5_0", "Q5_1") and x.shape[-1] % 32 == 0:
+        return quants.quantize(x, getattr(GT, fallback)), getattr(GT, fallback)
     return np.ascontiguousarray(x, dtype=np.float32), GT.F32
 
 
@@ -255,11 +270,12 @@ def add_tokenizer(w: GGUFWriter, tokenizer_json: str, chat_template: str | None 
 def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json: str | None = None,
                chat_template: str | None = None, split_max_tensors: int = 0, expert_qtype: str | None = None,
                dequantized: bool = False, fused_qkvz: bool = False, split_experts: bool = False,
-               keep_f32: str | None = None, fallback: str = "F32") -> str:
+               keep_f32: str | None = None, fallback: str = "F32", qtype_for: dict[str, str] | None = None) -> str:
     """Writes hf_folder as a GGUF (all 2-D matrices in qtype where rows are whole blocks).
     keep_f32: a regex; tensors whose GGUF name it matches stay F32 (llama.cpp's quantizer keeps
     the router, ffn_gate_inp, in F32). fallback: the format of matrices whose rows are not whole
-    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0).
+    blocks ("F16" is what llama.cpp's quantizer writes for them at Q8_0, "Q5_0" at Q4_K). qtype_for: {regex: qtype}
+    for mixes such as Q4_K_M (Q4_K, with Q6_K where the regex matches the GGUF name).
 
     dequantized=True writes the same model with every tensor replaced by gguf-py's dequantization
     of its blocks, in F32: the reference a quantized file must match."""
@@ -300,6 +316,9 @@ def write_gguf(hf_folder: str, path: str, *, qtype: str = "F32", tokenizer_json:
         add_tokenizer(w, tokenizer_json, chat_template)
     for name, x in tensors.items():
         q = (expert_qtype or qtype) if ("_exps." in name or re.match(r"blk\.\d+\.ffn_(gate|up|down)\.\d+\.", name)) else qtype
+        for pattern, qt in (qtype_for or {}).items():
+            if re.search(pattern, name):
+                q = qt
         if keep_f32 and re.search(keep_f32, name):
             q = "F32"
         if x.ndim == 3:  # stacked experts: every [rows, cols] slab in the same format

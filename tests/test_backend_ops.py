@@ -34,6 +34,8 @@ TOLERANCE = {
 }
 EXACT_OPS = {"gather", "add", "copy"}
 # quantized formats: the error of the dequantised product against gguf's dequantisation
+# (measured, matmul of the int8 activations each format's kernel sees: worst 5.5e-8 on cpu, 5.4e-8
+# on webgpu/lavapipe, whose activation blocks are the cpu's bit for bit)
 QUANT_TOLERANCE = 2e-5
 
 # Real model shapes: the anchor checkpoints (devmodel "bench" preset: hidden 512, 64 experts

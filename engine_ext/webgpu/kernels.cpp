@@ -1,9 +1,12 @@
 #include "webgpu/kernels.h"
 
+#include <cctype>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+
+#include "webgpu/quant_layout.h"
 
 namespace strata::webgpu {
 
@@ -25,33 +28,57 @@ uint32_t element_bytes(WeightFormat f) { return f == WeightFormat::F32 ? 4 : 2; 
 }  // namespace
 
 WeightFormat parse_weight_format(const std::string& name) {
-    if (name == "f32") return WeightFormat::F32;
-    if (name == "f16") return WeightFormat::F16;
-    if (name == "bf16") return WeightFormat::BF16;
-    throw std::invalid_argument("webgpu: unsupported weight format '" + name + "' (f32, f16, bf16)");
+    std::string n;
+    for (char c : name) n += char(std::tolower(static_cast<unsigned char>(c)));
+    static const std::pair<const char*, WeightFormat> names[] = {
+        {"f32", WeightFormat::F32},   {"f16", WeightFormat::F16},   {"bf16", WeightFormat::BF16},
+        {"q8_0", WeightFormat::Q8_0}, {"q5_0", WeightFormat::Q5_0}, {"q5_1", WeightFormat::Q5_1},
+        {"q4_k", WeightFormat::Q4_K}, {"q5_k", WeightFormat::Q5_K}, {"q6_k", WeightFormat::Q6_K}};
+    for (const auto& [s, f] : names)
+        if (n == s) return f;
+    throw std::invalid_argument("webgpu: unsupported weight format '" + name +
+                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k)");
 }
 
 namespace {
 
-// Rows [row0, row0 + n) of the host matrix as device rows (odd 16-bit rows padded with a zero value).
+// Rows [row0, row0 + n) of the host matrix as device rows (odd 16-bit rows padded with a zero
+// value; block formats repacked into whole words, quant_layout.h).
 void stage_rows(std::vector<uint8_t>& staging, const uint8_t* src, uint64_t row0, uint32_t n, uint64_t row_bytes,
-                uint64_t packed, uint64_t device_row) {
+                uint64_t packed, uint64_t device_row, WeightFormat f = WeightFormat::F32, uint32_t cols = 0) {
     staging.assign(n * device_row, 0);
-    for (uint32_t r = 0; r < n; ++r) std::memcpy(&staging[r * device_row], src + (row0 + r) * row_bytes, packed);
+    for (uint32_t r = 0; r < n; ++r) {
+        if (is_quant(f))
+            repack_quant_row(f, src + (row0 + r) * row_bytes, cols, reinterpret_cast<uint32_t*>(&staging[r * device_row]));
+        else
+            std::memcpy(&staging[r * device_row], src + (row0 + r) * row_bytes, packed);
+    }
+}
+
+// Stored bytes of a row, and its bytes on the device.
+void row_sizes(WeightFormat f, uint32_t cols, uint64_t& packed, uint64_t& device_row) {
+    if (is_quant(f)) {
+        const QuantLayout& L = quant_layout(f);
+        device_row = uint64_t(quant_row_words(f, cols)) * 4;
+        packed = uint64_t(cols / L.block_elems) * L.block_bytes;
+        return;
+    }
+    packed = uint64_t(cols) * element_bytes(f);
+    device_row = (packed + 3) & ~uint64_t(3);  // an odd 16-bit row gets a zero pad value
 }
 
 }  // namespace
 
 GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, uint32_t rows, uint32_t cols,
                         uint64_t row_bytes, WeightPool* pool) {
-    uint64_t packed = uint64_t(cols) * element_bytes(format);
     check(rows > 0 && cols > 0, "weights", "empty matrix");
+    uint64_t packed = 0, device_row = 0;
+    row_sizes(format, cols, packed, device_row);
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
     GpuMatrix m;
     m.format = format;
     m.rows = rows;
     m.cols = cols;
-    uint64_t device_row = (packed + 3) & ~uint64_t(3);  // an odd 16-bit row gets a zero pad value
     m.row_words = uint32_t(device_row / 4);
     uint64_t rows_per_chunk = device.limits().chunk_bytes / device_row;
     check(rows_per_chunk > 0, "weights", "one row is larger than the binding limit");
@@ -59,7 +86,7 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     std::vector<uint8_t> staging;
     for (uint64_t row0 = 0; row0 < rows; row0 += rows_per_chunk) {
         uint32_t n = uint32_t(std::min<uint64_t>(rows_per_chunk, rows - row0));
-        stage_rows(staging, src, row0, n, row_bytes, packed, device_row);
+        stage_rows(staging, src, row0, n, row_bytes, packed, device_row, format, cols);
         if (pool) {
             WeightSlot s = pool->take(staging.size());
             device.write(s.buffer, s.offset, staging.data(), staging.size());
@@ -73,11 +100,13 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
 }
 
 void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64_t row_bytes) {
-    uint64_t packed = uint64_t(m.cols) * element_bytes(m.format), device_row = uint64_t(m.row_words) * 4;
+    uint64_t packed = 0, device_row = 0;
+    row_sizes(m.format, m.cols, packed, device_row);
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
     std::vector<uint8_t> staging;
     for (const auto& c : m.chunks) {
-        stage_rows(staging, static_cast<const uint8_t*>(data), c.row0, c.rows, row_bytes, packed, device_row);
+        stage_rows(staging, static_cast<const uint8_t*>(data), c.row0, c.rows, row_bytes, packed, device_row, m.format,
+                   m.cols);
         device.write(c.buffer, c.offset, staging.data(), staging.size());
     }
 }
@@ -112,6 +141,11 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
     check(x_stride >= m.cols && y_stride >= m.rows, "matmul", "row stride below the row length");
     need(x, x_off + uint64_t(T - 1) * x_stride + m.cols, "matmul", "x");
     need(y, y_off + uint64_t(T - 1) * y_stride + m.rows, "matmul", "y");
+    if (is_quant(m.format)) {
+        BufferPtr xq = device_.create_buffer(quant_act_words(m.format, T, m.cols) * 4, "quantized x");
+        quantize_rows(r, x, x_off, x_stride, T, m.cols, m.format, BufRef(xq));
+        return matmul_quant(r, BufRef(xq), T, m, y, y_off, y_stride);
+    }
     // four words per load when a row is whole 16-byte vectors of values (no pad lane)
     bool half = m.format != WeightFormat::F32;
     bool v4 = half && m.row_words % 4 == 0 && uint64_t(m.cols) == 2ull * m.row_words;
@@ -134,7 +168,7 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
 }
 
 bool Kernels::gather_ok(const GpuMatrix& m) {
-    return m.format != WeightFormat::F32 && m.chunks.size() == 1 && m.row_words % 4 == 0 &&
+    return m.format != WeightFormat::F32 && !is_quant(m.format) && m.chunks.size() == 1 && m.row_words % 4 == 0 &&
            uint64_t(m.cols) == 2ull * m.row_words && m.chunks[0].offset % 16 == 0;
 }
 

@@ -11,8 +11,10 @@
 
 namespace strata::webgpu {
 
-enum class WeightFormat { F32, F16, BF16 };
-WeightFormat parse_weight_format(const std::string& name);  // "f32" | "f16" | "bf16"
+// The float formats, then the GGUF block formats (quant_layout.h: their device rows).
+enum class WeightFormat { F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+// "f32" | "f16" | "bf16" | "q8_0" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" (any case)
+WeightFormat parse_weight_format(const std::string& name);
 
 // A row-major weight matrix on the device, split by rows into chunks no larger than the
 // device's chunk size (binding limit, at most 1 GiB). A chunk is `bytes` of `buffer` from
@@ -54,8 +56,17 @@ public:
 
     // y[T][m.rows] = x[T][m.cols] * m^T; x row t at x_off + t*x_stride (floats; 0: m.cols),
     // y row t at y_off + t*y_stride (0: m.rows)
+    // Block formats: x is quantized into a buffer of its own first (quantize_rows), then
+    // matmul_quant; the backend calls those two itself to reuse one quantized x across jobs.
     void matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off = 0,
                 uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0);
+    // The GGUF block formats (kernels_quant.cpp, shaders/matmul_quant.wgsl): x rows (T rows of K
+    // floats from x_off, x_stride apart) to the int8 blocks the CPU backend computes with for
+    // weights of format f, into xq (quant_act_words(f, T, K) words); then y = xq * m^T.
+    void quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32_t x_stride, uint32_t T, uint32_t K,
+                       WeightFormat f, const BufRef& xq);
+    void matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuMatrix& m, const BufRef& y,
+                      uint32_t y_off = 0, uint32_t y_stride = 0);
     // Many products in one dispatch (a MoE layer's experts, q/k/v, router + shared expert):
     // single-chunk f16/bf16 matrices of one width whose rows are whole vec4<u32> (gather_ok),
     // lying in at most kGatherBuffers distinct buffers, each with its own rows of x (one x
@@ -83,6 +94,10 @@ public:
     };
     void matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
                        const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
+    // matmul_routed for the block formats: the pairs' activation rows already quantized in xq
+    // (row p / k, or p with x_per_pair; x_off / x_stride unused), table words are word offsets.
+    void matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y, const BufRef& ids, const BufRef& table,
+                             const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);

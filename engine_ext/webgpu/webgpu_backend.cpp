@@ -6,6 +6,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cpu/quant/formats.h"
+#include "webgpu/quant_layout.h"
+
 namespace strata::webgpu {
 
 namespace {
@@ -15,6 +18,12 @@ WeightFormat to_weight_format(WFormat f) {
         case WFormat::F32: return WeightFormat::F32;
         case WFormat::F16: return WeightFormat::F16;
         case WFormat::BF16: return WeightFormat::BF16;
+        case WFormat::Q8_0: return WeightFormat::Q8_0;
+        case WFormat::Q5_0: return WeightFormat::Q5_0;
+        case WFormat::Q5_1: return WeightFormat::Q5_1;
+        case WFormat::Q4_K: return WeightFormat::Q4_K;
+        case WFormat::Q5_K: return WeightFormat::Q5_K;
+        case WFormat::Q6_K: return WeightFormat::Q6_K;
         default:
             throw std::runtime_error(std::string("webgpu: no kernel for ") + format_info(f).name + " weights");
     }
@@ -200,8 +209,35 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     fuse_ = !(fuse && std::string(fuse) == "0");
 }
 
+namespace {
+
+// The block formats of shaders/matmul_quant.wgsl.
+bool quant_matmul_format(WFormat f) {
+    return f == WFormat::Q8_0 || f == WFormat::Q5_0 || f == WFormat::Q5_1 || f == WFormat::Q4_K || f == WFormat::Q5_K ||
+           f == WFormat::Q6_K;
+}
+
+// The CPU's dequantizer for a block format (the embedding rows of a quantized table are made
+// on the host, bit-identical to the cpu backend's, and uploaded); false: none.
+bool host_rows(WFormat f, quant::QType& t) {
+    if (!format_info(f).quantized) return false;
+    try {
+        t = quant::parse_type(format_info(f).name);
+    } catch (const std::invalid_argument&) {
+        return false;
+    }
+    return quant::is_supported(int(t));
+}
+
+}  // namespace
+
 bool WebGpuBackend::supports(Op op, WFormat f) const {
-    if (op_has_format(op)) return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16;
+    if (op == Op::Embed) {
+        quant::QType t;
+        return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16 || host_rows(f, t);
+    }
+    if (op_has_format(op))
+        return f == WFormat::F32 || f == WFormat::F16 || f == WFormat::BF16 || quant_matmul_format(f);
     return true;
 }
 
@@ -342,6 +378,17 @@ void WebGpuBackend::embed(const MatView& W, const int32_t* ids, int n, float* ou
                                     std::to_string(W.rows));
         u[i] = uint32_t(ids[i]);
     }
+    quant::QType qt;
+    if (host_rows(W.format, qt)) {  // a block-format table: the rows dequantized on the host
+        std::vector<float> rows(size_t(n) * W.cols);
+        for (int i = 0; i < n; ++i) quant::dequantize_row(qt, W.row(ids[i]), W.cols, rows.data() + size_t(i) * W.cols);
+        OpArgs a(*this);
+        BufRef src = a.in(span(rows.data(), rows.size()), "embeddings");
+        BufRef y = a.out(span(out, rows.size()), "embeddings");
+        kernels_->copy(rec_, src, y, 1, 1, uint32_t(rows.size()), 0, 0, 0, 0, 0, 0);
+        a.done();
+        return;
+    }
     const GpuMatrix& m = weights(W);
     OpArgs a(*this);
     BufRef bids = a.in_u32(u.data(), u.size());
@@ -395,6 +442,14 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     // as their weights lie in at most kGatherBuffers arenas.
     std::vector<Kernels::GatherJob> group;
     std::vector<const Buffer*> group_buffers;
+    // block formats: x quantized once for the jobs that share it (q/k/v, gate/up)
+    struct QuantX {
+        const float* X = nullptr;
+        int T = 0, ldx = 0, cols = 0;
+        WeightFormat format = WeightFormat::F32;
+        BufferPtr xq;
+        uint64_t submits = 0;  // a temporary lives until the next wait: requantize after one
+    } qx;
     BufferPtr gx, gy;
     uint32_t g_cols = 0;
     WFormat g_format = WFormat::F32;
@@ -434,6 +489,32 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         const GpuMatrix& m = weights(job.W);
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
+        if (is_quant(m.format)) {
+            if (!(qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
+                  qx.format == m.format && qx.submits == submits_)) {
+                BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+                qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
+                      temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
+                kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T), uint32_t(job.W.cols), m.format,
+                                        BufRef(qx.xq));
+            }
+            if (job.bias) {
+                BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
+                uint64_t ny = uint64_t(job.T) * job.W.rows;
+                BufferPtr raw = temp(ny * 4);
+                kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(job.T), m, raw, 0, 0);
+                BufRef by = a.out(rows_of(job.Y, job.T, job.ldy, job.W.rows), "y + bias");
+                kernels_->elementwise(rec_, "bias_add", raw, bb, by, uint32_t(ny), 0.0f, uint32_t(job.W.rows));
+            } else {
+                BufRef by = a.out_rows(job.Y, job.T, job.ldy, job.W.rows, y_off, y_stride);
+                kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(job.T), m, by, y_off, y_stride);
+            }
+            a.done();
+            // quantized x stays valid only while no job writes into the rows it came from
+            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+            if (y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4) qx = QuantX{};
+            continue;
+        }
         BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
         if (job.bias) {
             BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
@@ -620,23 +701,35 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     if (found != routed_.end()) return found->second;
     RoutedLayer& L = routed_[a.experts[0].gate.data];
     const int E = a.n_experts, H = a.hidden, I = a.inter;
-    const WFormat f = a.experts[0].gate.format;
+    const WFormat f = a.experts[0].gate.format, fd = a.experts[0].down.format;
     const int rb = int(kernels_->rows_per_workgroup());
-    bool ok = (f == WFormat::F16 || f == WFormat::BF16) && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
+    const bool half = f == WFormat::F16 || f == WFormat::BF16, quant = quant_matmul_format(f) && quant_matmul_format(fd);
+    bool ok = false;
+    if (half) ok = fd == f && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
+    // block formats: whole blocks per row, and whole workgroups of rows (8 rows of 256-blocks, 2 of 32-blocks)
+    if (quant) {
+        const QuantLayout &Lg = quant_layout(to_weight_format(f)), &Ld = quant_layout(to_weight_format(fd));
+        ok = H % Lg.block_elems == 0 && I % Ld.block_elems == 0 && I % 8 == 0 && H % 8 == 0;
+    }
+    // device bytes of one matrix, for the arena reservation
+    auto device_bytes = [&](WFormat g, int rows, int cols) {
+        return quant ? uint64_t(rows) * quant_row_words(to_weight_format(g), uint32_t(cols)) * 4 : uint64_t(rows) * cols * 2;
+    };
     uint64_t gu_bytes = 0, down_bytes = 0;  // what is still to upload
     for (int e = 0; ok && e < E; ++e) {
         const ExpertView& v = a.experts[e];
-        ok = v.gate.format == f && v.up.format == f && v.down.format == f && v.gate.rows == I && v.gate.cols == H &&
+        ok = v.gate.format == f && v.up.format == f && v.down.format == fd && v.gate.rows == I && v.gate.cols == H &&
              v.up.rows == I && v.up.cols == H && v.down.rows == H && v.down.cols == I;
-        if (!weights_.count(v.gate.data)) gu_bytes += uint64_t(I) * H * 2;
-        if (!weights_.count(v.up.data)) gu_bytes += uint64_t(I) * H * 2;
-        if (!weights_.count(v.down.data)) down_bytes += uint64_t(I) * H * 2;
+        if (!ok) break;
+        if (!weights_.count(v.gate.data)) gu_bytes += device_bytes(f, I, H);
+        if (!weights_.count(v.up.data)) gu_bytes += device_bytes(f, I, H);
+        if (!weights_.count(v.down.data)) down_bytes += device_bytes(fd, H, I);
     }
     if (!ok) return L;
     std::vector<uint32_t> table(size_t(E) * 3 * 2);
     auto place = [&](const MatView& W, size_t slot, std::vector<BufRef>& bufs) {
         const GpuMatrix& m = weights(W);
-        if (!Kernels::gather_ok(m)) return false;
+        if (quant ? m.chunks.size() != 1 : !Kernels::gather_ok(m)) return false;
         const GpuMatrix::Chunk& c = m.chunks[0];
         uint32_t b = 0;
         while (b < bufs.size() && bufs[b].buf != c.buffer) ++b;
@@ -645,7 +738,7 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
             bufs.push_back(BufRef(c.buffer));
         }
         table[slot * 2] = b;
-        table[slot * 2 + 1] = uint32_t(c.offset / 16);
+        table[slot * 2 + 1] = uint32_t(quant ? c.offset / 4 : c.offset / 16);  // words / vec4 words
         return true;
     };
     // each layer's gates and ups side by side, then its downs: two dispatches bind few arenas
@@ -656,6 +749,7 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     for (int e = 0; ok && e < E; ++e) ok = place(a.experts[e].down, size_t(e) * 3 + 2, L.down_buffers);
     if (!ok) return L;
     L.format = to_weight_format(f);
+    L.down_format = to_weight_format(fd);
     L.gu_row_words = weights(a.experts[0].gate).row_words;
     L.down_row_words = weights(a.experts[0].down).row_words;
     L.table = device_->upload(table.data(), table.size() * 4, "expert table");
@@ -683,6 +777,10 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
         return false;
     const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
     BufferPtr log = temp(P * 4);
+    if (is_quant(L.format)) {
+        moe_experts_quant(a, L, BufRef(rx->buf), xo, BufRef(rg->buf), go, BufRef(rd->buf), d_off, BufRef(ri->buf), io, log);
+        return true;
+    }
     // gate and up of each pair's expert on its token's row: G [P][I], then U [P][I]
     Kernels::Routed gu{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0,
                        uint32_t(xo / 4), uint32_t(a.ldx), 0, uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I),
@@ -794,6 +892,41 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
         }
     }
     for (const CopyJob* j : todo) copy(j->src, j->dst, j->rows, j->heads, j->dim);
+}
+
+}  // namespace strata::webgpu
+
+namespace strata::webgpu {
+
+// moe_experts for experts in the GGUF block formats: the tokens' rows quantized once, the routed
+// gate and up, SwiGLU, the pairs' rows quantized, the routed down; each row as the host-grouped
+// path computes it (quantization is per row, matmul_quant_routed runs matmul_quant's row code).
+void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo,
+                                      const BufRef& gu, uint64_t go, const BufRef& d, uint64_t d_off,
+                                      const BufRef& ids, uint64_t io, const BufferPtr& log) {
+    const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
+    BufferPtr xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
+    kernels_->quantize_rows(rec_, x, uint32_t(xo / 4), uint32_t(a.ldx), uint32_t(a.n), uint32_t(H), L.format, BufRef(xq));
+    Kernels::Routed up{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0, 0, 0, 0,
+                       uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I), uint32_t(io / 4), E};
+    kernels_->matmul_quant_routed(rec_, BufRef(xq), gu, ids, BufRef(L.table), L.gu_buffers, BufRef(log), up);
+    {
+        OpArgs args(*this);
+        BufRef g = args.in(span(a.GU, P * I), "gate");
+        BufRef u = args.in(span(a.GU + P * I, P * I), "up");
+        BufRef y = args.out(span(a.GU, P * I), "swiglu");
+        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(P * I));
+        args.done();
+    }
+    BufferPtr gq = temp(quant_act_words(L.down_format, p32, uint32_t(I)) * 4);
+    kernels_->quantize_rows(rec_, gu, uint32_t(go / 4), uint32_t(I), p32, uint32_t(I), L.down_format, BufRef(gq));
+    Kernels::Routed dn{L.down_format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2, 0, 0, 1,
+                       uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H), uint32_t(io / 4), E};
+    kernels_->matmul_quant_routed(rec_, BufRef(gq), d, ids, BufRef(L.table), L.down_buffers, BufRef(), dn);
+    if (a.ids) late_reads_.push_back({log, p32, a.ids});
+    ++routed_layers_run_;
+    submit_early();
 }
 
 }  // namespace strata::webgpu

@@ -113,13 +113,17 @@ private:
     // the host groups its rows.
     struct RoutedLayer {
         bool ok = false;
-        WeightFormat format = WeightFormat::F16;
+        WeightFormat format = WeightFormat::F16;       // gate and up
+        WeightFormat down_format = WeightFormat::F16;  // down (a block format may differ: Q4_K_M)
         uint32_t gu_row_words = 0, down_row_words = 0;
         BufferPtr table;
         std::vector<BufRef> gu_buffers, down_buffers;
     };
     std::unordered_map<const void*, RoutedLayer> routed_;  // by the layer's first expert's gate
     const RoutedLayer& routed_layer(const MoeExpertsArgs& a);
+    void moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo, const BufRef& gu,
+                           uint64_t go, const BufRef& d, uint64_t d_off, const BufRef& ids, uint64_t io,
+                           const BufferPtr& log);
     // ids logged on the device, downloaded at the next wait into `out`
     struct LateRead {
         BufferPtr buf;

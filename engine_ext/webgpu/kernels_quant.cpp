@@ -1,0 +1,126 @@
+// The GGUF block-format matmuls of Kernels (shaders/matmul_quant.wgsl): activation rows to int8
+// blocks as the CPU backend makes them, then integer block dot products with the CPU's float
+// lanes and tree (see the shader's header).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "webgpu/kernels.h"
+#include "webgpu/quant_layout.h"
+
+namespace strata::webgpu {
+
+namespace {
+
+void need_words(const BufRef& b, uint64_t words, const char* op, const char* arg) {
+    if (!b) throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " is missing");
+    if (b.size < words * 4)
+        throw std::invalid_argument(std::string("webgpu ") + op + ": " + arg + " holds " + std::to_string(b.size / 4) +
+                                    " values, needs " + std::to_string(words));
+}
+
+struct QuantParams {
+    uint32_t T, K, N, row_words, x_off, x_stride, y_off, y_stride, col0, groups_x, d_off, e_off;
+};
+
+ShaderDefines quant_defines(const QuantLayout& L, uint32_t token_block) {
+    return {{"TB", std::to_string(token_block)},
+            {"ABLK", std::to_string(L.block_elems)},
+            {"VPT", std::to_string(std::max<uint32_t>(1, L.block_elems / Kernels::kWorkgroup))},
+            {"SUMS", L.act_sums ? "1" : "0"},
+            {"FMT", std::to_string(L.fmt_id)},
+            {"LANES", L.block_elems == 32 ? "32" : "8"},
+            {"BW", std::to_string(L.payload_words)},
+            {"D_REGION", L.d_byte >= 0 ? "1" : "0"}};
+}
+
+}  // namespace
+
+void Kernels::quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32_t x_stride, uint32_t T, uint32_t K,
+                            WeightFormat f, const BufRef& xq) {
+    const QuantLayout& L = quant_layout(f);
+    if (T == 0 || K == 0 || K % L.block_elems)
+        throw std::invalid_argument("webgpu quantize_rows: " + std::to_string(K) + " values per row are not whole blocks of " +
+                                    std::to_string(L.block_elems));
+    if (!x_stride) x_stride = K;
+    if (x_stride < K) throw std::invalid_argument("webgpu quantize_rows: row stride below the row length");
+    need_words(x, x_off + uint64_t(T - 1) * x_stride + K, "quantize_rows", "x");
+    need_words(xq, quant_act_words(f, T, K), "quantize_rows", "xq");
+    const uint64_t blocks = uint64_t(T) * (K / L.block_elems);
+    const uint64_t per_group = std::max<uint64_t>(1, kWorkgroup / L.block_elems);  // blocks per workgroup
+    const uint64_t groups = (blocks + per_group - 1) / per_group;
+    const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
+    const uint32_t gy = uint32_t((groups + gx - 1) / gx);
+    QuantParams p{T, K, 0, 0, x_off, x_stride, 0, 0, 0, gx, uint32_t(uint64_t(T) * K / 4),
+                  uint32_t(uint64_t(T) * (K / 4 + K / L.block_elems))};
+    r.dispatch(pipeline("matmul_quant.wgsl", "quantize_rows", quant_defines(L, kTokenBlock)), &p, sizeof p,
+               {x, xq}, gx, gy);
+}
+
+void Kernels::matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuMatrix& m, const BufRef& y,
+                           uint32_t y_off, uint32_t y_stride) {
+    const QuantLayout& L = quant_layout(m.format);
+    if (T == 0) throw std::invalid_argument("webgpu matmul_quant: no rows");
+    if (!y_stride) y_stride = m.rows;
+    if (y_stride < m.rows) throw std::invalid_argument("webgpu matmul_quant: row stride below the row length");
+    need_words(xq, quant_act_words(m.format, T, m.cols), "matmul_quant", "xq");
+    need_words(y, y_off + uint64_t(T - 1) * y_stride + m.rows, "matmul_quant", "y");
+    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant", quant_defines(L, kTokenBlock));
+    const uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
+    for (const auto& c : m.chunks) {
+        const uint32_t groups = (c.rows + rows_per_group - 1) / rows_per_group;
+        const uint32_t gx = std::min(groups, max_groups), gy = (groups + gx - 1) / gx;
+        QuantParams p{T, m.cols, c.rows, m.row_words, 0, 0, y_off, y_stride, c.row0, gx, uint32_t(uint64_t(T) * m.cols / 4),
+                      uint32_t(uint64_t(T) * (m.cols / 4 + m.cols / L.block_elems))};
+        const BufRef w = c.ref();
+        r.dispatch(pl, &p, sizeof p, {nullptr, xq, w, w, w, w, y}, gx, gy);
+    }
+}
+
+void Kernels::matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y, const BufRef& ids,
+                                  const BufRef& table, const std::vector<BufRef>& weights, const BufRef& ids_log,
+                                  const Routed& a) {
+    if (!a.pairs) return;
+    const QuantLayout& L = quant_layout(a.format);
+    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    auto check = [](bool ok, const std::string& what) {
+        if (!ok) throw std::invalid_argument("webgpu matmul_quant_routed: " + what);
+    };
+    check(a.K % L.block_elems == 0 && a.row_words == quant_row_words(a.format, a.K), "rows of whole blocks");
+    check(!weights.empty() && weights.size() <= kGatherBuffers, "1..4 weight buffers");
+    check(a.k > 0 && a.n_experts > 0 && a.half_rows > 0 && a.half_rows <= a.rows_per_pair &&
+              (a.mat0 == 0 || (a.mat0 == 2 && a.half_rows == a.rows_per_pair)),
+          "pair layout");
+    check(a.half_rows % rows_per_group == 0 && a.rows_per_pair % rows_per_group == 0,
+          "rows per pair a multiple of " + std::to_string(rows_per_group));
+    const uint32_t second = a.rows_per_pair - a.half_rows;
+    check(a.y_stride >= std::max(a.half_rows, second), "rows and strides");
+    const uint32_t x_rows = a.x_per_pair ? a.pairs : (a.pairs + a.k - 1) / a.k;
+    need_words(xq, quant_act_words(a.format, x_rows, a.K), "matmul_quant_routed", "xq");
+    need_words(y, a.y_off + uint64_t(a.pairs - 1) * a.y_stride + a.half_rows, "matmul_quant_routed", "y");
+    if (second) need_words(y, a.y_off2 + uint64_t(a.pairs - 1) * a.y_stride + second, "matmul_quant_routed", "y");
+    need_words(ids, uint64_t(a.ids_off) + a.pairs, "matmul_quant_routed", "ids");
+    need_words(table, uint64_t(a.n_experts) * 3 * 2, "matmul_quant_routed", "table");
+    if (ids_log) need_words(ids_log, a.pairs, "matmul_quant_routed", "ids log");
+    const uint64_t groups = uint64_t(a.pairs) * a.rows_per_pair / rows_per_group;
+    check(groups <= UINT32_MAX, "too many rows");
+    const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
+    struct {
+        uint32_t K, row_words, groups_x, total_groups, rows_per_pair, half_rows, mat0, k;
+        uint32_t x_per_pair, y_off, y_off2, y_stride, ids_off, n_experts, log_ids, d_off;
+        uint32_t e_off, pad[3];
+    } p{a.K, a.row_words, gx, uint32_t(groups), a.rows_per_pair, a.half_rows, a.mat0, a.k,
+        a.x_per_pair, a.y_off, a.y_off2, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
+        uint32_t(uint64_t(x_rows) * a.K / 4), uint32_t(uint64_t(x_rows) * (a.K / 4 + a.K / L.block_elems)), {0, 0, 0}};
+    const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant_routed", quant_defines(L, kTokenBlock));
+    std::vector<BufRef> b = {nullptr, xq};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    b.push_back(y);
+    b.push_back(ids);
+    b.push_back(table);
+    b.push_back(ids_log ? ids_log : ids);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((groups + gx - 1) / gx));
+}
+
+}  // namespace strata::webgpu

@@ -1,0 +1,513 @@
+// Matmuls over the GGUF block formats (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), in the CPU
+// backend's scheme (engine_ext/cpu/quant/dot_int8.cpp), so that both compute the same numbers:
+//
+// 1. `quantize_rows`: each input row is quantized to int8 per block of ABLK values exactly as the
+//    CPU does it (ggml's quantize_row_q8_0 / q8_1 for 32-blocks, its Q8_K reference for
+//    256-blocks): the same scale, the same round-half-even, the same f16 rounding of the 32-block
+//    scale. The divisions go through div_rn (WGSL's `/` may be 2.5 ulp off; these must be the
+//    correctly rounded quotients the CPU gets), and the f16 rounding through integer code. A
+//    workgroup takes one 256-block (4 values per thread) or two 32-blocks (1 per thread).
+// 2. `matmul_quant`: integer dot products of weight codes x activation codes, exact in i32 (so
+//    their order is free), then the f32 steps in the CPU's order: a thread is one of the CPU's
+//    float lanes (LANES = 8 for the 256-blocks; 32 = 4 groups of 8 for the 32-blocks, block b in
+//    group b % 4), adds its lane's `fma(f32(isum), dw * dx, acc)` block after block, and the
+//    lanes are summed by the CPU's fixed tree; the K-quants' min term (and Q5_1's) is a separate
+//    sum in block order, as on the CPU. A row is one group of LANES threads whatever T is, and
+//    each window row has its own accumulators: y[t] never depends on T or the other rows.
+//
+// Weights are the GGUF blocks repacked on upload (engine_ext/webgpu/quant_layout.cpp) into u32
+// words: Q4_K, Q5_K and Q5_1 blocks are already whole words and stay as GGUF lays them out; Q8_0,
+// Q5_0 and Q6_K blocks lose their f16 scale `d`, which moves to a region of f16 pairs after the
+// row's blocks (word D_REGION + b / 2 of the row), so every block starts on a word.
+//
+// The quantized activations (one buffer of words, written by quantize_rows, read by
+// matmul_quant): codes [T][K/4] (four int8 per word, element 4i + k in byte k), then the block
+// scales [T][K/ABLK] (f32), then per 32 values [T][K/32]: the i32 code sum (256-blocks, the
+// K-quants' min term) or the Q8_1 block sum s (f32, Q5_1).
+
+struct Params {
+    T: u32,          // rows of x
+    K: u32,          // reduction length
+    N: u32,          // weight rows in this chunk (matmul) / unused (quantize)
+    row_words: u32,  // u32 words per device weight row
+    x_off: u32,      // quantize: first float of x; matmul: unused
+    x_stride: u32,   // quantize: floats between rows of x
+    y_off: u32,      // matmul: first float of y
+    y_stride: u32,   // matmul: floats between rows of y
+    col0: u32,       // matmul: first output column of this chunk
+    groups_x: u32,   // workgroups along x
+    d_off: u32,      // word of the activation scales in xq
+    e_off: u32,      // word of the per-32 sums in xq
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> xq: array<u32>;
+// weights in up to four buffers (the routed kernel reaches a MoE layer's experts through them;
+// the one-matrix kernel binds its chunk to all four)
+@group(0) @binding(3) var<storage, read> w0: array<u32>;
+@group(0) @binding(4) var<storage, read> w1: array<u32>;
+@group(0) @binding(5) var<storage, read> w2: array<u32>;
+@group(0) @binding(6) var<storage, read> w3: array<u32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = {{WG}}u;
+const TB: u32 = {{TB}}u;
+const ABLK: u32 = {{ABLK}}u;  // activation block: 32 or 256
+const SUMS: u32 = {{SUMS}}u;  // 1: 32-blocks carry ggml's Q8_1 sum (the Q5_1 partner)
+
+// ---- exact scalar helpers --------------------------------------------------------------------
+
+// f16 bits -> f32, exact (subnormal halves too), without relying on unpack2x16float's handling
+// of subnormals.
+fn half_to_f32(h: u32) -> f32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0u) {
+        // m * 2^-24 is exact in f32
+        let v = f32(m) * 5.9604644775390625e-8;
+        return bitcast<f32>(sign | bitcast<u32>(v));
+    }
+    if (e == 31u) { return bitcast<f32>(sign | 0x7f800000u | (m << 13u)); }
+    return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+
+// f32 -> f16 bits, round to nearest even, overflow to infinity (the CPU's float_to_half).
+fn f32_to_half(f: f32) -> u32 {
+    let u = bitcast<u32>(f);
+    let sign = (u >> 16u) & 0x8000u;
+    let a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) { return sign | 0x7e00u; }
+    if (a >= 0x47800000u) { return sign | 0x7c00u; }
+    if (a < 0x38800000u) {  // a subnormal half (or zero): rne(|f| * 2^24)
+        let e = a >> 23u;
+        if (e == 0u) { return sign; }
+        let mant = (a & 0x7fffffu) | 0x800000u;
+        let shift = 126u - e;  // |f| * 2^24 = mant * 2^-shift, shift >= 14
+        if (shift > 24u) { return sign; }
+        var h = mant >> shift;
+        let rem = mant & ((1u << shift) - 1u);
+        let halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (h & 1u) == 1u)) { h = h + 1u; }
+        return sign | h;
+    }
+    let mant = a & 0x7fffffu;
+    let rem = mant & 0x1fffu;
+    var h = (((a >> 23u) - 112u) << 10u) | (mant >> 13u);
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) == 1u)) { h = h + 1u; }
+    return sign | h;
+}
+
+// a / b correctly rounded (round to nearest even) for normal, finite a and b whose quotient is
+// normal: long division of the 24-bit significands. Anything else takes WGSL's `/` (inputs the
+// CPU would turn into infinities or zeros there anyway).
+fn div_rn(a: f32, b: f32) -> f32 {
+    let ua = bitcast<u32>(a);
+    let ub = bitcast<u32>(b);
+    let ea = i32((ua >> 23u) & 0xffu);
+    let eb = i32((ub >> 23u) & 0xffu);
+    if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return a / b; }
+    var ma = (ua & 0x7fffffu) | 0x800000u;
+    let mb = (ub & 0x7fffffu) | 0x800000u;
+    var e = ea - eb + 127;
+    if (ma < mb) {
+        ma = ma << 1u;
+        e = e - 1;
+    }
+    // ma / mb in [1, 2): 24 quotient bits and a round bit; the remainder says what lies beyond
+    var r = ma;
+    var q = 0u;
+    for (var i = 0u; i < 25u; i++) {
+        q = q << 1u;
+        if (r >= mb) {
+            r = r - mb;
+            q = q | 1u;
+        }
+        r = r << 1u;
+    }
+    let round_bit = q & 1u;
+    q = q >> 1u;
+    if (round_bit == 1u && (r != 0u || (q & 1u) == 1u)) { q = q + 1u; }
+    if (q == 0x1000000u) {
+        q = q >> 1u;
+        e = e + 1;
+    }
+    if (e <= 0 || e >= 255) { return a / b; }
+    return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (q & 0x7fffffu));
+}
+
+// ---- 1. activation rows to int8 blocks ---------------------------------------------------------
+
+// A workgroup quantizes QB blocks (2 of 32 values, 1 of 256), each thread VPT values of one
+// block (1 or 4): the largest magnitude and the first place it occurs by fixed trees (max and
+// min are exact, so any order gives the CPU's values), the scale by one thread, then each thread
+// its codes. What a block gets is a function of that block of x alone.
+const VPT: u32 = {{VPT}}u;  // values per thread: max(1, ABLK / WG)
+const TPB: u32 = ABLK / VPT;            // threads per block
+const QB: u32 = WG / TPB;               // blocks per workgroup
+var<workgroup> q_red: array<f32, WG>;
+var<workgroup> q_first: array<u32, WG>;
+var<workgroup> q_sum: array<i32, WG>;
+var<workgroup> q_code: array<u32, WG>;
+var<workgroup> q_scale: array<vec3<f32>, QB>;  // per block: mul, d, d32
+
+@compute @workgroup_size({{WG}})
+fn quantize_rows(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let nbk = p.K / ABLK;
+    let g = (wid.y * p.groups_x + wid.x) * QB + lid / TPB;  // this thread's block
+    let live = g < p.T * nbk;
+    let t = g / nbk;
+    let b = g % nbk;
+    let lt = lid % TPB;  // thread in its block
+    let x0 = p.x_off + t * p.x_stride + b * ABLK + lt * VPT;
+    var v: array<f32, VPT>;
+    var amax = 0.0;
+    for (var i = 0u; i < VPT; i++) {
+        v[i] = 0.0;
+        if (live) { v[i] = x[x0 + i]; }
+        amax = max(amax, abs(v[i]));
+    }
+    q_red[lid] = amax;
+    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt < s) { q_red[lid] = max(q_red[lid], q_red[lid + s]); }
+    }
+    workgroupBarrier();
+    amax = q_red[lid - lt];
+    // the first value of largest magnitude, as ggml's scan (256-blocks)
+    var first = ABLK;
+    for (var i = VPT; i > 0u; i--) {
+        if (abs(v[i - 1u]) == amax) { first = lt * VPT + i - 1u; }
+    }
+    q_first[lid] = first;
+    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt < s) { q_first[lid] = min(q_first[lid], q_first[lid + s]); }
+    }
+    workgroupBarrier();
+    if (lt == 0u) {
+        var mul = 0.0;
+        var d = 0.0;
+        var d32 = 0.0;
+        if (ABLK == 32u) {
+            d32 = div_rn(amax, 127.0);
+            if (amax != 0.0) { mul = div_rn(127.0, amax); }
+            d = half_to_f32(f32_to_half(d32));
+        } else if (amax > 0.0 && q_first[lid] < ABLK) {
+            mul = div_rn(-127.0, x[p.x_off + t * p.x_stride + b * ABLK + q_first[lid]]);
+            d = div_rn(1.0, mul);
+        }
+        q_scale[lid / TPB] = vec3<f32>(mul, d, d32);
+        if (live) { xq[p.d_off + g] = bitcast<u32>(d); }
+    }
+    workgroupBarrier();
+    let sc = q_scale[lid / TPB];
+    var word = 0u;
+    var sum = 0i;
+    for (var i = 0u; i < VPT; i++) {
+        let q = i32(clamp(round(v[i] * sc.x), -127.0, 127.0));
+        sum = sum + q;
+        word = word | ((u32(q) & 0xffu) << (8u * i));
+    }
+    q_code[lid] = word;
+    q_sum[lid] = sum;
+    // the code sum of each 32 values: a tree over the 32 / VPT threads that hold them
+    let per32 = 32u / VPT;
+    for (var s = per32 / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (lt % per32 < s) { q_sum[lid] = q_sum[lid] + q_sum[lid + s]; }
+    }
+    workgroupBarrier();
+    if (!live) { return; }
+    let qword = t * (p.K / 4u) + (b * ABLK + lt * VPT) / 4u;
+    if (VPT == 4u) {
+        xq[qword] = word;
+    } else if (lt % 4u == 0u) {  // one value per thread: four threads' codes make a word
+        xq[qword] = q_code[lid] | (q_code[lid + 1u] << 8u) | (q_code[lid + 2u] << 16u) | (q_code[lid + 3u] << 24u);
+    }
+    if (lt % per32 == 0u) {
+        let s = t * (p.K / 32u) + (b * ABLK + lt * VPT) / 32u;
+        if (ABLK == 256u) {
+            xq[p.e_off + s] = bitcast<u32>(q_sum[lid]);
+        } else if (SUMS == 1u) {
+            xq[p.e_off + s] = bitcast<u32>(half_to_f32(f32_to_half(sc.z * f32(q_sum[lid]))));
+        }
+    }
+}
+
+// ---- 2. the matmul -------------------------------------------------------------------------------
+
+const FMT: u32 = {{FMT}}u;  // 0 Q8_0, 1 Q5_0, 2 Q5_1, 3 Q4_K, 4 Q5_K, 5 Q6_K
+const LANES: u32 = {{LANES}}u;  // 32 for the 32-blocks, 8 for the 256-blocks
+const BW: u32 = {{BW}}u;  // payload words per weight block
+const D_REGION: u32 = {{D_REGION}}u;  // 1: the blocks' f16 scales follow the row's blocks
+const RPW: u32 = WG / LANES;  // weight rows per workgroup
+
+var<workgroup> lanes_part: array<f32, WG * TB>;
+var<workgroup> extra_part: array<f32, RPW * TB>;
+
+// sum of products of the four signed bytes of a and b
+fn dot4(a: u32, b: u32) -> i32 {
+    let av = vec4<i32>(i32(a << 24u), i32(a << 16u), i32(a << 8u), i32(a)) >> vec4<u32>(24u);
+    let bv = vec4<i32>(i32(b << 24u), i32(b << 16u), i32(b << 8u), i32(b)) >> vec4<u32>(24u);
+    return dot(av, bv);
+}
+
+var<private> wbuf: u32;  // which weight binding the current row lies in
+
+fn w(i: u32) -> u32 {
+    switch wbuf {
+        case 1u: { return w1[i]; }
+        case 2u: { return w2[i]; }
+        case 3u: { return w3[i]; }
+        default: { return w0[i]; }
+    }
+}
+
+// f16 scale `d` of block b of the row at `base` (Q8_0, Q5_0, Q6_K: in the row's scale region)
+fn block_d(base: u32, nb: u32, b: u32) -> f32 {
+    return half_to_f32((w(base + nb * BW + b / 2u) >> (16u * (b % 2u))) & 0xffffu);
+}
+
+// where the quantized activations lie (set by each entry point from its parameters)
+var<private> act_k: u32;
+var<private> act_doff: u32;
+var<private> act_eoff: u32;
+fn act_q(t: u32, word: u32) -> u32 { return xq[t * (act_k / 4u) + word]; }
+fn act_d(t: u32, blk: u32) -> f32 { return bitcast<f32>(xq[act_doff + t * (act_k / ABLK) + blk]); }
+fn act_e(t: u32, g32: u32) -> u32 { return xq[act_eoff + t * (act_k / 32u) + g32]; }
+
+// The five-bit codes of elements 4l..4l+3 of a Q5_0 / Q5_1 block: qh (bit i: element i's fifth
+// bit) and the nibble words qs[0..3] (elements 0-15 low nibbles, 16-31 high nibbles).
+fn q5_codes(qh: u32, qs_word: u32, l: u32) -> u32 {
+    let lo = select((qs_word >> 4u) & 0x0f0f0f0fu, qs_word & 0x0f0f0f0fu, l < 4u);
+    let hb = (qh >> (4u * l)) & 0xfu;
+    let hi = ((hb & 1u) | ((hb & 2u) << 7u) | ((hb & 4u) << 14u) | ((hb & 8u) << 21u)) << 4u;
+    return lo | hi;
+}
+
+// Weight row `base` (in binding wbuf; live: a row of this chunk) against activation rows t0 ..
+// t0 + nt - 1 (nt <= TB): each thread's lane sums go to lanes_part, the min terms to
+// extra_part; after a barrier, combined() gives the row's results. One code path for the
+// one-matrix and the routed kernel, so their rows are the same bit for bit.
+fn row_dots(lid: u32, live: bool, base: u32, nb: u32, t0: u32, nt: u32) {
+    let rw = lid / LANES;
+    let lane = lid % LANES;
+    var acc: array<f32, TB>;
+    var ext: array<f32, TB>;  // the min term (K-quants, subtracted; Q5_1, added)
+    for (var j = 0u; j < TB; j++) {
+        acc[j] = 0.0;
+        ext[j] = 0.0;
+    }
+    if (live && LANES == 32u) {
+        let grp = lane / 8u;
+        let l = lane % 8u;
+        for (var b = grp; b < nb; b += 4u) {
+            let blk = base + b * BW;
+            var wq = 0u;
+            var dw = 0.0;
+            var off = 0i;  // codes are stored unsigned: subtract off * (sum of x)
+            if (FMT == 0u) {
+                wq = w(blk + l);
+                dw = block_d(base, nb, b);
+            } else if (FMT == 1u) {
+                wq = q5_codes(w(blk), w(blk + 1u + l % 4u), l);
+                dw = block_d(base, nb, b);
+                off = 16i;
+            } else {
+                wq = q5_codes(w(blk + 1u), w(blk + 2u + l % 4u), l);
+                dw = half_to_f32(w(blk) & 0xffffu);
+            }
+            for (var j = 0u; j < nt; j++) {
+                let xw = act_q(t0 + j, b * 8u + l);
+                let isum = dot4(wq, xw) - off * dot4(0x01010101u, xw);
+                acc[j] = fma(f32(isum), dw * act_d(t0 + j, b), acc[j]);
+            }
+        }
+        if (FMT == 2u && lane == 0u) {  // Q5_1: m * s, block after block
+            for (var b = 0u; b < nb; b++) {
+                let mw = half_to_f32(w(base + b * BW) >> 16u);
+                for (var j = 0u; j < nt; j++) {
+                    ext[j] = ext[j] + mw * bitcast<f32>(act_e(t0 + j, b));
+                }
+            }
+        }
+    } else if (live) {
+        let l = lane;
+        for (var s = 0u; s < nb; s++) {
+            let blk = base + s * BW;
+            var wq: array<u32, 8>;
+            var sc: array<i32, 8>;
+            var mn: array<i32, 8>;
+            var dw = 0.0;
+            var dmin = 0.0;
+            if (FMT == 5u) {  // Q6_K: ql words 0-31, qh 32-47, int8 scales 48-51; each word loaded once
+                var ql: array<u32, 4>;
+                for (var c = 0u; c < 4u; c++) { ql[c] = w(blk + 8u * c + l); }  // (half, qd % 2) = (c / 2, c % 2)
+                let qh0 = w(blk + 32u + l);
+                let qh1 = w(blk + 40u + l);
+                var sw: array<u32, 4>;
+                for (var c = 0u; c < 4u; c++) { sw[c] = w(blk + 48u + c); }
+                for (var k = 0u; k < 8u; k++) {
+                    let hb6 = k / 4u;
+                    let qd = k % 4u;
+                    let lo = (ql[2u * hb6 + qd % 2u] >> (4u * (qd / 2u))) & 0x0f0f0f0fu;
+                    let hi = (select(qh0, qh1, hb6 == 1u) >> (2u * qd)) & 0x03030303u;
+                    wq[k] = lo | (hi << 4u);
+                    let si = (128u * hb6 + 32u * qd) / 16u + select(1u, 0u, l < 4u);
+                    sc[k] = i32(sw[si / 4u] << (24u - 8u * (si % 4u))) >> 24u;
+                }
+                dw = block_d(base, nb, s);
+            } else {  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (Q5_K: 32 bytes of fifth bits), nibbles
+                let qs = select(4u, 12u, FMT == 4u);
+                let qh = select(0u, w(blk + 4u + l), FMT == 4u);
+                // the eight 6-bit scales and mins from the 12 bytes at words 1-3 (the CPU's k_scales_mins)
+                let a0 = w(blk + 1u);
+                let a1 = w(blk + 2u);
+                let a2 = w(blk + 3u);
+                let s03 = a0 & 0x3f3f3f3fu;
+                let m03 = a1 & 0x3f3f3f3fu;
+                let s47 = (a2 & 0x0f0f0f0fu) | (((a0 >> 6u) & 0x03030303u) << 4u);
+                let m47 = ((a2 >> 4u) & 0x0f0f0f0fu) | (((a1 >> 6u) & 0x03030303u) << 4u);
+                for (var g = 0u; g < 4u; g++) {
+                    let q = w(blk + qs + 8u * g + l);
+                    wq[2u * g] = q & 0x0f0f0f0fu;
+                    wq[2u * g + 1u] = (q >> 4u) & 0x0f0f0f0fu;
+                }
+                for (var k = 0u; k < 8u; k++) {
+                    if (FMT == 4u) { wq[k] = wq[k] | (((qh >> k) & 0x01010101u) << 4u); }
+                    let sh = 8u * (k % 4u);
+                    sc[k] = i32((select(s47, s03, k < 4u) >> sh) & 0xffu);
+                    mn[k] = i32((select(m47, m03, k < 4u) >> sh) & 0xffu);
+                }
+                dw = half_to_f32(w(blk) & 0xffffu);
+                dmin = half_to_f32(w(blk) >> 16u);
+            }
+            for (var j = 0u; j < nt; j++) {
+                var isum = 0i;
+                for (var k = 0u; k < 8u; k++) {
+                    let xw = act_q(t0 + j, s * 64u + 8u * k + l);
+                    var dk = dot4(wq[k], xw);
+                    if (FMT == 5u) { dk = dk - 32i * dot4(0x01010101u, xw); }
+                    isum = isum + dk * sc[k];
+                }
+                let dx = act_d(t0 + j, s);
+                acc[j] = fma(f32(isum), dw * dx, acc[j]);
+                if (FMT != 5u && l == 0u) {
+                    var msum = 0i;
+                    for (var k = 0u; k < 8u; k++) { msum = msum + mn[k] * bitcast<i32>(act_e(t0 + j, s * 8u + k)); }
+                    ext[j] = ext[j] + (dmin * dx) * f32(msum);
+                }
+            }
+        }
+    }
+    for (var j = 0u; j < TB; j++) { lanes_part[lid * TB + j] = acc[j]; }
+    if (lane == 0u) {
+        for (var j = 0u; j < TB; j++) { extra_part[rw * TB + j] = ext[j]; }
+    }
+}
+
+// Row rw's result for activation row j of the last row_dots (the CPU's lane tree, then the min term).
+fn combined(rw: u32, j: u32) -> f32 {
+    var h: array<f32, 8>;
+    let r0 = rw * LANES;
+    for (var i = 0u; i < 8u; i++) {
+        if (LANES == 32u) {  // the four groups per lane: (g0 + g2) + (g1 + g3)
+            h[i] = (lanes_part[(r0 + i) * TB + j] + lanes_part[(r0 + 16u + i) * TB + j]) +
+                   (lanes_part[(r0 + 8u + i) * TB + j] + lanes_part[(r0 + 24u + i) * TB + j]);
+        } else {
+            h[i] = lanes_part[(r0 + i) * TB + j];
+        }
+    }
+    // the CPU's 8-lane tree: (i + i+4), then pairs, then the last two
+    let sum = ((h[0] + h[4]) + (h[2] + h[6])) + ((h[1] + h[5]) + (h[3] + h[7]));
+    if (FMT == 2u) { return sum + extra_part[rw * TB + j]; }
+    if (FMT == 3u || FMT == 4u) { return sum - extra_part[rw * TB + j]; }
+    return sum;
+}
+
+@compute @workgroup_size({{WG}})
+fn matmul_quant(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let rw = lid / LANES;  // this thread's weight row in the workgroup
+    let n = (wid.y * p.groups_x + wid.x) * RPW + rw;
+    let live = n < p.N;
+    wbuf = 0u;
+    act_k = p.K;
+    act_doff = p.d_off;
+    act_eoff = p.e_off;
+    let nb = p.K / select(256u, 32u, LANES == 32u);  // weight blocks per row
+    for (var t0 = 0u; t0 < p.T; t0 += TB) {
+        let nt = min(TB, p.T - t0);
+        row_dots(lid, live, n * p.row_words, nb, t0, nt);
+        workgroupBarrier();
+        if (live && lid % LANES == 0u) {
+            for (var j = 0u; j < nt; j++) { y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n] = combined(rw, j); }
+        }
+        workgroupBarrier();
+    }
+}
+
+// The routed experts of a MoE layer (the f16/bf16 matmul_half_v4_routed's scheme): for each
+// (token, rank) pair p, its expert e = ids[ids_off + p] and e's matrix from `table` ((weight
+// binding, first word) per expert and matrix: gate, up, down). A workgroup computes RPW rows of
+// one pair's matrix against the pair's activation row (token p / k, or p with x_per_pair), each
+// row through row_dots as in matmul_quant, so equal to the host-grouped path bit for bit.
+struct RoutedParams {
+    K: u32,
+    row_words: u32,
+    groups_x: u32,
+    total_groups: u32,   // workgroups: pairs * rows_per_pair / RPW
+    rows_per_pair: u32,
+    half_rows: u32,      // rows of matrix mat0; the rest are rows of matrix mat0 + 1
+    mat0: u32,           // 0: gate (and up), 2: down
+    k: u32,              // pairs per token
+    x_per_pair: u32,     // 1: activation row p, 0: row p / k
+    y_off: u32,
+    y_off2: u32,
+    y_stride: u32,
+    ids_off: u32,
+    n_experts: u32,
+    log_ids: u32,        // 1: write each pair's expert to ids_log
+    d_off: u32,          // as Params: the activation scales and sums in xq
+    e_off: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+@group(0) @binding(0) var<uniform> rp: RoutedParams;
+@group(0) @binding(8) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(9) var<storage, read> table: array<vec2<u32>>;
+@group(0) @binding(10) var<storage, read_write> ids_log: array<u32>;
+
+@compute @workgroup_size({{WG}})
+fn matmul_quant_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let g = wid.y * rp.groups_x + wid.x;
+    if (g >= rp.total_groups) { return; }
+    let per_pair = rp.rows_per_pair / RPW;
+    let pr = g / per_pair;
+    let r0 = (g - pr * per_pair) * RPW;
+    let e = min(ids[rp.ids_off + pr], rp.n_experts - 1u);
+    var m = 0u;
+    var n0 = r0;
+    var y0 = rp.y_off;
+    if (r0 >= rp.half_rows) {
+        m = 1u;
+        n0 = r0 - rp.half_rows;
+        y0 = rp.y_off2;
+    }
+    let at = table[e * 3u + rp.mat0 + m];
+    wbuf = at.x;
+    act_k = rp.K;
+    act_doff = rp.d_off;
+    act_eoff = rp.e_off;
+    let rw = lid / LANES;
+    var t = pr / rp.k;
+    if (rp.x_per_pair == 1u) { t = pr; }
+    row_dots(lid, true, at.y + (n0 + rw) * rp.row_words, rp.K / select(256u, 32u, LANES == 32u), t, 1u);
+    workgroupBarrier();
+    if (lid % LANES == 0u) { y[y0 + pr * rp.y_stride + n0 + rw] = combined(rw, 0u); }
+    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[pr] = e; }
+}

@@ -1,0 +1,275 @@
+"""Quantized GGUF files on the webgpu backend (lavapipe in CI): tiny random qwen3_next and
+qwen3_moe models in the mixes people download (Q4_K_M-like: Q4_K with Q6_K; Q5_K_M-like: Q5_K
+with Q6_K; Q8_0; Q5_0 / Q5_1), loaded and decoded on the GPU. Each window row is bit-identical to
+serial one-token decoding on the GPU with forced rejections, a row does not depend on the other
+rows of its window, and logits and greedy tokens agree with the cpu backend."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import strata  # noqa: E402
+from gguf_helpers import write_gguf  # noqa: E402
+from hf_models import make_hf_model  # noqa: E402
+from webgpu_helpers import open_test_device  # noqa: E402
+
+# Both backends quantize each activation row to the same int8 blocks (bit for bit where the
+# inputs are equal) and sum integer block products exactly; they differ only in whether the f32
+# `fma` of each block's scale product is fused (lavapipe's is not), so a row's logits differ by a
+# few 1e-7 relative (max |gpu - cpu| / max |cpu|, measured on lavapipe: at most 3.5e-7 per row).
+# Such a difference upstream can move an activation across an int8 rounding boundary, and one
+# code that rounds the other way moves the row by ~1/127 of a block's share: measured 2.6e-4 on
+# one row of 65 (qwen3_moe Q5_0+Q5_1). So: the median row within ROW_REL, every row within
+# FLIP_REL (~4x the measured flip).
+ROW_REL = 1e-6
+FLIP_REL = 1e-3
+
+# rows of 256 weights everywhere, so that every matrix can be a K-quant (as tests/test_gguf_engine.py)
+WIDE = dict(hidden_size=256, head_dim=64, moe_intermediate_size=256, intermediate_size=256)
+WIDE_LINEAR = dict(shared_expert_intermediate_size=256, linear_key_head_dim=64, linear_value_head_dim=64)
+
+# what llama.cpp's Q4_K_M / Q5_K_M give the tensors that matter most (attention v, ffn_down, the
+# output head) in our tiny models; the router stays F32 as llama.cpp keeps it
+MIXES = {
+    "Q4_K_M": dict(qtype="Q4_K", qtype_for={r"attn_v|ffn_down|^output\.": "Q6_K"}),
+    "Q5_K_M": dict(qtype="Q5_K", qtype_for={r"attn_v|ffn_down|^output\.": "Q6_K"}),
+    "Q8_0": dict(qtype="Q8_0"),
+    "Q5_0+Q5_1": dict(qtype="Q5_0", expert_qtype="Q5_1"),
+}
+CASES = [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q4_K_M"), ("qwen3_next", "Q5_K_M"), ("qwen3_next", "Q8_0"),
+         ("qwen3_moe", "Q5_0+Q5_1")]
+PROMPT = [3, 14, 15, 92, 65, 35]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def adapter():
+    open_test_device()  # skips the module when this machine has no WebGPU adapter
+
+
+@pytest.fixture(scope="module")
+def ggufs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("webgpu_gguf")
+    out = {}
+    for arch, mix in CASES:
+        kw = dict(WIDE)
+        kw.update({"norm_topk_prob": True} if arch == "qwen3_moe" else WIDE_LINEAR)
+        folder, _ = make_hf_model(str(root / f"hf-{arch}"), arch, seed=4, **kw)
+        out[(arch, mix)] = write_gguf(folder, str(root / f"{arch}-{mix}.gguf"), keep_f32=r"ffn_gate_inp",
+                                      **MIXES[mix])
+    return out
+
+
+def _types(path):
+    from strata.gguf import open_gguf
+
+    return {t.type for t in open_gguf(path).tensors.values()}
+
+
+@pytest.mark.parametrize("arch,mix", CASES)
+def test_quantized_logits_match_cpu_backend(ggufs, arch, mix):
+    path = ggufs[(arch, mix)]
+    want = {"Q4_K_M": {"Q4_K", "Q6_K"}, "Q5_K_M": {"Q5_K", "Q6_K"}, "Q8_0": {"Q8_0"}, "Q5_0+Q5_1": {"Q5_0", "Q5_1"}}
+    assert want[mix] <= _types(path)
+    ids = np.random.default_rng(0).integers(0, 96, 10)
+    cpu = strata.load(path, threads=1)
+    gpu = strata.load(path, threads=1, backend="webgpu")
+    assert gpu.backend == "webgpu"
+    rel = []
+    for window in (ids, [7, 8, 9]):
+        ref, out = np.array(cpu.run(window)), np.array(gpu.run(window))
+        rel += list(np.abs(out - ref).max(axis=1) / np.abs(ref).max())
+        cpu.commit(len(window))
+        gpu.commit(len(window))
+    assert np.median(rel) <= ROW_REL and max(rel) <= FLIP_REL, rel
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1")])
+def test_quantized_window_rows_equal_serial_decode_with_rejections(ggufs, arch, mix):
+    path = ggufs[(arch, mix)]
+    serial = strata.load(path, threads=1, backend="webgpu")
+    windowed = strata.load(path, threads=1, backend="webgpu")
+    for eng in (serial, windowed):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]:
+        logits = np.array(windowed.run(window))
+        windowed.commit(keep)
+        for t in range(keep):
+            one = np.array(serial.run([window[t]]))
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
+def test_quantized_rows_do_not_depend_on_the_other_rows(ggufs):
+    """Row i of a window equals row i of another window with the same prefix and other rows
+    after it (up to 16 rows)."""
+    path = ggufs[("qwen3_next", "Q4_K_M")]
+    eng = strata.load(path, threads=1, backend="webgpu")
+    eng.run(PROMPT)
+    eng.commit(len(PROMPT))
+    state = eng.save_state()
+    rng = np.random.default_rng(5)
+    for T in (16, 9):
+        window = rng.integers(0, 96, T).tolist()
+        full = np.array(eng.run(window))
+        eng.commit(1)
+        eng.load_state(state)
+        i = int(rng.integers(1, T))
+        part = np.array(eng.run(window[:i + 1] + rng.integers(0, 96, 3).tolist()))
+        eng.commit(1)
+        eng.load_state(state)
+        np.testing.assert_array_equal(part[: i + 1], full[: i + 1], err_msg=f"T={T} rows 0..{i}")
+
+
+def test_quantized_greedy_tokens_agree_with_cpu(ggufs):
+    path = ggufs[("qwen3_next", "Q4_K_M")]
+    tokens = []
+    for backend in ("cpu", "webgpu"):
+        eng = strata.load(path, threads=1, backend=backend)
+        logits = np.array(eng.run(PROMPT))
+        eng.commit(len(PROMPT))
+        out, tok = [], int(np.argmax(logits[-1]))
+        for _ in range(12):
+            out.append(tok)
+            tok = int(np.argmax(np.array(eng.run([tok]))[0]))
+            eng.commit(1)
+        tokens.append(out)
+    assert tokens[0] == tokens[1]
+
+
+def test_strata_run_with_a_quantized_gguf_on_webgpu(tmp_path, monkeypatch, capsys):
+    """`strata run -m file.gguf --backend webgpu`: the same tokens as --backend cpu."""
+    import io
+    import json
+    import sys
+
+    from strata.cli import app
+    from strata.cli.runner import run_app
+    from test_gguf_tokenizer import STRATA_TINY
+
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    kw = dict(WIDE, **WIDE_LINEAR)
+    folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=1, vocab_size=8192, **kw)
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), tokenizer_json=STRATA_TINY, keep_f32=r"ffn_gate_inp",
+                      **MIXES["Q4_K_M"])
+    tokens = {}
+    for backend in ("cpu", "webgpu"):
+        with pytest.raises(SystemExit) as info:
+            run_app(app, ["run", "--model", path, "--prompt", "def add(a, b):", "--max-new", "8", "--json",
+                          "--threads", "1", "--backend", backend])
+        out, err = capsys.readouterr()
+        assert info.value.code == 0, err
+        tokens[backend] = json.loads(out)["tokens"]
+    assert tokens["webgpu"] == tokens["cpu"] and len(tokens["cpu"]) == 8
+
+
+def test_a_format_without_gpu_kernels_is_refused_at_load(tmp_path):
+    """IQ4_XS has no webgpu matmul yet: one line naming the tensor and its format (the cpu
+    backend runs the same file)."""
+    kw = dict(WIDE, **WIDE_LINEAR)
+    folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=2, **kw)
+    path = write_gguf(folder, str(tmp_path / "m.gguf"), qtype="Q4_K", qtype_for={r"ffn_down_exps": "IQ4_XS"})
+    assert "IQ4_XS" in _types(path)
+    strata.load(path, threads=1).run([1, 2])
+    with pytest.raises(strata.ModelError) as info:
+        strata.load(path, threads=1, backend="webgpu")
+    msg = str(info.value)
+    assert "IQ4_XS" in msg and "webgpu" in msg and "down" in msg and "\n" not in msg, msg
+
+
+def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp_path):
+    """`strata convert file.gguf PACK` keeps the blocks per expert; streamed through a cache that
+    holds a fraction of a layer (slots refilled, re-uploaded when their contents change), the
+    webgpu logits equal the resident .gguf's on webgpu bit for bit, with drafted windows too."""
+    from strata.pack import convert, read_pack
+
+    src = ggufs[("qwen3_next", "Q4_K_M")]
+    pack = str(tmp_path / "m.strata")
+    convert(src, pack)
+    info = read_pack(pack)
+    seq = np.random.default_rng(2).integers(0, 96, 10).tolist()
+
+    def decode(eng):
+        out, i = [], 0
+        while i < len(seq):  # windows of root + 3 tokens, the last one wrong: commit 3
+            window = seq[i:i + 3] + [(seq[i + 3] + 1) % 96] if i + 3 < len(seq) else seq[i:i + 1]
+            rows = np.array(eng.run(window))
+            keep = 3 if len(window) == 4 else 1
+            out.extend(rows[:keep])
+            eng.commit(keep)
+            i += keep
+        return np.stack(out)
+
+    ref = decode(strata.load(src, threads=1, backend="webgpu"))
+    k = strata.load(src, threads=1).config["top_k"]
+    got = decode(strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"]))
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_moe", "Q4_K_M"), ("qwen3_next", "Q8_0"), ("qwen3_moe", "Q5_0+Q5_1")])
+def test_quantized_experts_chosen_on_the_device_change_no_bit(ggufs, arch, mix, monkeypatch):
+    """Resident quantized experts run routed on the GPU (matmul_quant_routed: no readback of the
+    router's ids, so one submit fewer per MoE layer: qwen3_moe's window is one submit, qwen3_next
+    GGUFs still wait once per GDN layer for the host permutation of tiled value heads); every
+    value equals the host-grouped path's (STRATA_WEBGPU_FUSE=0), and the telemetry names the same
+    experts."""
+    path = ggufs[(arch, mix)]
+    device = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
+    host = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
+    for eng in (device, host):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
+        before, host_before = device.backend_counters(), host.backend_counters()
+        np.testing.assert_array_equal(np.array(device.run(window)), np.array(host.run(window)))
+        after, host_after = device.backend_counters(), host.backend_counters()
+        routed = after["moe_on_device"] - before["moe_on_device"]
+        assert routed == 4, window  # every layer of these models is MoE
+        submits, host_submits = after["submits"] - before["submits"], host_after["submits"] - host_before["submits"]
+        assert submits == host_submits - routed, window
+        if arch == "qwen3_moe":
+            assert submits == 1, window
+        td, th = device.last_telemetry(), host.last_telemetry()
+        for key in ("union_per_layer", "expert_ids", "weight_bytes"):
+            assert td[key] == th[key], key
+        device.commit(keep)
+        host.commit(keep)
+    assert host.backend_counters()["moe_on_device"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"])
+def test_activation_blocks_and_integer_dots_equal_the_cpus(fmt):
+    """Where no f32 sum runs over blocks in one float lane (a 32-block format with at most four
+    blocks per row, a K-quant with one), the GPU's matmul equals the cpu backend's bit for bit:
+    the int8 codes and scales of each activation block (correctly rounded divisions, f16 rounding),
+    the integer dot products, the scale products and the CPU's lane tree. Rows with edge cases:
+    zeros, values so small that the f16 scale is subnormal, large values, the largest magnitude
+    negative and repeated, halves that round to even."""
+    from strata import _engine
+    from test_backend_ops import make_weights
+
+    ops = _engine.ops
+    block = 256 if fmt.endswith("_K") else 32
+    rng = np.random.default_rng(11)
+    for cols in ([block] if block == 256 else [32, 64, 128]):
+        raw, _ = make_weights(rng, fmt, 40, cols)
+        x = rng.standard_normal((16, cols)).astype(np.float32)
+        x[1] = 0.0
+        x[2] *= 1e-4
+        x[3] *= 3e4
+        x[4, :] = np.float32(0.25)
+        x[4, 5] = x[4, 9] = np.float32(-127.0)  # the first of largest magnitude decides the sign
+        # scale 1 in every block (largest magnitude 127, negative, first), the rest halfway
+        # between two codes: round half to even decides them
+        x[5] = np.round(rng.standard_normal(cols) * 20).clip(-100, 100) + np.float32(0.5)
+        x[5, ::32] = np.float32(-127.0)
+        x[6] *= np.float32(1e-37)
+        want = ops.matmul("cpu", x, raw, fmt, 40, cols)
+        got = ops.matmul("webgpu", x, raw, fmt, 40, cols)
+        np.testing.assert_array_equal(got, want, err_msg=f"{fmt} cols={cols}")
