@@ -113,7 +113,7 @@ fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgr
         if (lid < nr * nt) {
             let r = lid / nt;
             let j = lid % nt;
-            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = partial[r * TB + j];
+            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();
     }

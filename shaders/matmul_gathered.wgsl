@@ -76,7 +76,7 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
         if (lid < nr * nt) {
             let r = lid / nt;
             let j = lid % nt;
-            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = partial[r * TB + j];
+            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();
     }
@@ -132,7 +132,7 @@ fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin
     if (rp.x_per_pair == 1u) { t = p; }
     rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u);
     if (lid < RB) {
-        y[y0 + p * rp.y_stride + n0 + lid] = partial[lid * TB];
+        y[y0 + p * rp.y_stride + n0 + lid] = row_result(lid, 0u);
     }
     if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
 }

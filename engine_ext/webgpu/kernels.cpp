@@ -83,10 +83,16 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
 }
 
 Kernels::Kernels(Device& device) : device_(device) {
-    const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
-    if (xload && std::string(xload) == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
+    const char* env = std::getenv("STRATA_WEBGPU_XLOAD");
+    std::string xload = env && *env ? env : "lanes";
+    if (xload == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
         rows_file_ = "matmul_rows.wgsl";
         rb_ = 4;
+    } else if (xload == "direct") {  // one row per workgroup, 64 threads per row
+        rows_file_ = "matmul_rows_direct.wgsl";
+        rb_ = 1;
+    } else if (xload != "lanes") {
+        throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), direct or staged");
     }
 }
 
@@ -130,6 +136,9 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
             r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.ref()}, gx, gy);
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
+        if (r.profiling())
+            r.annotate(std::string(entry) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + " T" +
+                           std::to_string(T), c.bytes);
     }
 }
 
@@ -184,6 +193,12 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+    if (r.profiling()) {
+        uint64_t bytes = 0;
+        for (auto& j : jobs) bytes += j.m->chunks[0].bytes;
+        r.annotate("matmul_gathered K" + std::to_string(m0.cols) + " " + std::to_string(jobs.size()) + " jobs T" +
+                       std::to_string(jobs[0].T), bytes);
+    }
 }
 
 void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
@@ -226,6 +241,9 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     b.push_back(table);
     b.push_back(ids_log ? ids_log : ids);
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
+    if (r.profiling())  // every pair reads its expert's rows, duplicates included
+        r.annotate(std::string("matmul_routed ") + (a.mat0 == 0 ? "gate+up" : "down") + " " +
+                       std::to_string(a.pairs) + " pairs", uint64_t(a.pairs) * a.rows_per_pair * a.row_words * 4);
 }
 
 void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
