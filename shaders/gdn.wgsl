@@ -3,8 +3,10 @@
 //   S <- S + k delta^T, o = S^T q.
 // The committed state S is read, never written, except that the state after `commit_rows`
 // rows is stored back (0 = leave it, the T > 1 verification run; T = the decode step).
-// A thread owns whole columns of S and walks the rows in order, so row t depends only on the
-// committed state and rows 0..t.
+// A thread owns one column of S and walks the rows in order, so row t depends only on the
+// committed state and rows 0..t. Workgroups: (value head, block of CWG columns): many small
+// workgroups, so a layer's heads spread over the whole GPU (one workgroup per head used 32 of
+// the H200's 132 SMs on the 80B-A3B shape); a column's arithmetic is the same either way.
 struct Params {
     T: u32,
     Hk: u32,
@@ -24,15 +26,16 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = {{WG}}u;
+const CWG: u32 = {{CWG}}u;  // columns (threads) per workgroup
 const DK: u32 = {{DK}}u;
 
-@compute @workgroup_size({{WG}})
+@compute @workgroup_size({{CWG}})
 fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
     let kh = h / (p.Hv / p.Hk);
     let sbase = h * DK * p.Dv;
-    for (var col = lid3.x; col < p.Dv; col += WG) {
+    let col = wid.y * CWG + lid3.x;  // one column per thread
+    if (col < p.Dv) {
         var s: array<f32, DK>;
         for (var i = 0u; i < DK; i++) { s[i] = state[sbase + i * p.Dv + col]; }
         for (var t = 0u; t < p.T; t++) {
@@ -70,12 +73,13 @@ fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
 // Same per-column order as gdn_window.
 @group(0) @binding(8) var<storage, read_write> s0: array<f32>;
 
-@compute @workgroup_size({{WG}})
+@compute @workgroup_size({{CWG}})
 fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
     let kh = h / (p.Hv / p.Hk);
     let sbase = h * DK * p.Dv;
-    for (var col = lid3.x; col < p.Dv; col += WG) {
+    let col = wid.y * CWG + lid3.x;  // one column per thread
+    if (col < p.Dv) {
         var s: array<f32, DK>;
         for (var i = 0u; i < DK; i++) { s[i] = s0[sbase + i * p.Dv + col]; }
         for (var t = 0u; t < p.T; t++) {

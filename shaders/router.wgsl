@@ -14,17 +14,9 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 const MAX_E: u32 = {{MAX_E}}u;
-const NONE: u32 = 0xffffffffu;
 var<workgroup> red_v: array<f32, WG>;
-var<workgroup> red_i: array<u32, WG>;
-var<workgroup> taken: array<u32, MAX_E>;
-
-// (value, index) a beats b: larger value, then lower index; NONE never wins.
-fn beats(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
-    if (ia == NONE) { return false; }
-    if (ib == NONE) { return true; }
-    return va > vb || (va == vb && ia < ib);
-}
+var<workgroup> prob: array<f32, MAX_E>;
+var<workgroup> chosen: array<f32, MAX_E>;  // by rank
 
 @compute @workgroup_size({{WG}})
 fn router_topk(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -35,7 +27,7 @@ fn router_topk(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
 
     // max
     var m = -3.4e38;
-    for (var e = lid; e < p.E; e += WG) { m = max(m, logits[base + e]); taken[e] = 0u; }
+    for (var e = lid; e < p.E; e += WG) { m = max(m, logits[base + e]); }
     red_v[lid] = m;
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         workgroupBarrier();
@@ -55,36 +47,33 @@ fn router_topk(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
     workgroupBarrier();
     let total = red_v[0];
 
-    var chosen_sum = 0.0;
-    for (var j = 0u; j < p.k; j++) {
-        workgroupBarrier();
-        var bv = 0.0;
-        var bi = NONE;
-        for (var e = lid; e < p.E; e += WG) {
-            let v = exp(logits[base + e] - m) / total;  // ranked by probability, like the reference
-            if (taken[e] == 0u && beats(v, e, bv, bi)) { bv = v; bi = e; }
+    // Each probability once into workgroup memory (the value every round of a sequential
+    // selection would compute), then each expert's rank: how many experts beat it (larger
+    // probability, then lower index: a strict order, so ranks are distinct). The experts of rank
+    // < k are the top k, rank j in slot j: the order sequential selection gives, in two barriers
+    // instead of k reduction trees.
+    for (var e = lid; e < p.E; e += WG) { prob[e] = exp(logits[base + e] - m) / total; }
+    workgroupBarrier();
+    for (var e = lid; e < p.E; e += WG) {
+        let v = prob[e];
+        var rank = 0u;
+        for (var j = 0u; j < p.E && rank < p.k; j++) {
+            let u = prob[j];
+            if (u > v || (u == v && j < e)) { rank++; }
         }
-        red_v[lid] = bv;
-        red_i[lid] = bi;
-        for (var s = WG / 2u; s > 0u; s = s / 2u) {
-            workgroupBarrier();
-            if (lid < s && beats(red_v[lid + s], red_i[lid + s], red_v[lid], red_i[lid])) {
-                red_v[lid] = red_v[lid + s];
-                red_i[lid] = red_i[lid + s];
-            }
-        }
-        workgroupBarrier();
-        let e = red_i[0];
-        let prob = red_v[0];
-        chosen_sum = chosen_sum + prob;
-        if (lid == 0u) {
-            ids[t * p.k + j] = e;
-            weights[t * p.k + j] = prob;
-            taken[e] = 1u;
+        if (rank < p.k) {
+            ids[t * p.k + rank] = e;
+            chosen[rank] = v;
         }
     }
     workgroupBarrier();
-    if (lid == 0u && p.renormalize != 0u) {
-        for (var j = 0u; j < p.k; j++) { weights[t * p.k + j] = weights[t * p.k + j] / chosen_sum; }
+    if (lid == 0u) {
+        var chosen_sum = 0.0;  // in rank order, as sequential selection adds them
+        for (var j = 0u; j < p.k; j++) { chosen_sum = chosen_sum + chosen[j]; }
+        for (var j = 0u; j < p.k; j++) {
+            var w = chosen[j];
+            if (p.renormalize != 0u) { w = w / chosen_sum; }
+            weights[t * p.k + j] = w;
+        }
     }
 }

@@ -403,8 +403,8 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
     need(state, uint64_t(Hv) * Dk * Dv, "gdn", "state");
     need(out, uint64_t(T) * Hv * Dv, "gdn", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, commit_rows, scale, 1e-6f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_window", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
-               {q, k, v, g, beta, state, out}, Hv);
+    r.dispatch(pipeline("gdn.wgsl", "gdn_window", {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}}),
+               &p, sizeof p, {q, k, v, g, beta, state, out}, Hv, (Dv + kGdnColumns - 1) / kGdnColumns);
 }
 
 void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
@@ -464,8 +464,8 @@ void Kernels::gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const Buf
     need(beta, uint64_t(T) * Hv, "gdn_step", "beta");
     need(out, uint64_t(T) * Hv * Dv, "gdn_step", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, T, 1.0f, 0.0f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
-               {q, k, v, decay, beta, S, out, S0}, Hv);
+    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}}),
+               &p, sizeof p, {q, k, v, decay, beta, S, out, S0}, Hv, (Dv + kGdnColumns - 1) / kGdnColumns);
 }
 
 void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,

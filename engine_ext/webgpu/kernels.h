@@ -42,6 +42,7 @@ public:
     static constexpr uint32_t kTokenBlock = 8;   // matmul rows per pass over a weight row
     static constexpr uint32_t kMaxExperts = 1024;
     static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
+    static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per GDN workgroup
 
     // The half-precision matmuls' row loop (STRATA_WEBGPU_XLOAD): lanes (default,
     // matmul_rows_lanes.wgsl): 4 weight rows per workgroup, 16 threads per row, x from storage;
