@@ -91,7 +91,9 @@ Kernels::Kernels(Device& device) : device_(device) {
     } else if (xload == "direct") {  // one row per workgroup, 64 threads per row
         rows_file_ = "matmul_rows_direct.wgsl";
         rb_ = 1;
-    } else if (xload != "lanes") {
+    } else if (xload == "lanes") {
+        x4_ = true;
+    } else {
         throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), direct or staged");
     }
 }
@@ -103,6 +105,17 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
         extra["RB"] = std::to_string(rb_);
     }
     return device_.pipeline(file, entry, extra);
+}
+
+uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
+    return x4_ && x_off % 4 == 0 && x_stride % 4 == 0 ? 1u : 0u;
+}
+
+std::vector<BufRef> Kernels::with_x4(std::vector<BufRef> b, const BufRef& x) const {
+    if (!x4_) return b;
+    b.resize(kX4Binding - 1);  // bindings up to 11 as given (null: unused), then x again
+    b.push_back(x);
+    return b;
 }
 
 uint32_t Kernels::stride_groups(uint64_t n) const {
@@ -130,10 +143,10 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
         uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
         uint32_t gx = std::min(groups, max_groups);
         uint32_t gy = (groups + gx - 1) / gx;
-        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
-            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
+        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4; } p{
+            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off, x_vec4(x_off, x_stride)};
         if (v4)
-            r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.ref()}, gx, gy);
+            r.dispatch(pl, &p, sizeof p, with_x4({x, nullptr, y, c.ref()}, x), gx, gy);
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
         if (r.profiling())
@@ -157,9 +170,10 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     };
     struct {
         uint32_t K, row_words, groups_x, total_rows;
-        uint32_t n_entries, pad[3];
+        uint32_t n_entries, x_vec4, pad[2];
         Entry e[kGatherJobs];
     } p{};
+    p.x_vec4 = 1;
     std::vector<BufRef> bound;  // distinct weight buffers, bound whole
     uint32_t rows = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -177,6 +191,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
             bound.push_back(BufRef(c.buffer));
         }
         p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
+        p.x_vec4 &= x_vec4(j.x_off, j.x_stride);
         rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
     }
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
@@ -191,6 +206,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
                                    {"MAX_JOBS", std::to_string(kGatherJobs)}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
     for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    b = with_x4(std::move(b), x);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
     if (r.profiling()) {
@@ -226,10 +242,10 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     struct {
         uint32_t K, row_words, groups_x, total_rows, rows_per_pair, half_rows, mat0, k;
         uint32_t x_off, x_stride, x_per_pair, y_off, y_stride, ids_off, n_experts, log_ids;
-        uint32_t y_off2, pad[3];
+        uint32_t y_off2, x_vec4, pad[2];
     } p{a.K, a.row_words, gx, uint32_t(rows), a.rows_per_pair, a.half_rows, a.mat0, a.k,
         a.x_off, a.x_stride, a.x_per_pair, a.y_off, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
-        a.y_off2, {0, 0, 0}};
+        a.y_off2, x_vec4(a.x_off, a.x_stride), {0, 0}};
     if (ids_log) need(ids_log, a.pairs, "matmul_routed", "ids log");
     const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_routed",
                                   {{"TB", std::to_string(kTokenBlock)},
@@ -240,6 +256,7 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     b.push_back(ids);
     b.push_back(table);
     b.push_back(ids_log ? ids_log : ids);
+    b = with_x4(std::move(b), x);
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
     if (r.profiling())  // every pair reads its expert's rows, duplicates included
         r.annotate(std::string("matmul_routed ") + (a.mat0 == 0 ? "gate+up" : "down") + " " +

@@ -41,7 +41,7 @@ public:
     static constexpr uint32_t kWorkgroup = 64;   // every kernel; fixed so results never depend on T
     static constexpr uint32_t kTokenBlock = 8;   // matmul rows per pass over a weight row
     static constexpr uint32_t kMaxExperts = 1024;
-    static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
+    static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs, routed)
     static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per GDN workgroup
 
     // The half-precision matmuls' row loop (STRATA_WEBGPU_XLOAD): lanes (default,
@@ -147,6 +147,12 @@ private:
     Device& device_;
     std::string rows_file_ = "matmul_rows_lanes.wgsl";
     uint32_t rb_ = 4;
+    // The lanes loop also binds x as vec4 (binding kX4Binding) and reads it so where the rows
+    // of x start on 16-byte boundaries (x_vec4: 1 for such an offset and stride).
+    bool x4_ = false;
+    static constexpr uint32_t kX4Binding = 12;
+    uint32_t x_vec4(uint32_t x_off, uint32_t x_stride) const;
+    std::vector<BufRef> with_x4(std::vector<BufRef> b, const BufRef& x) const;
 };
 
 }  // namespace strata::webgpu
