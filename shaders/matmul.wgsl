@@ -111,9 +111,9 @@ fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgr
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         let nt = min(TB, p.T - t0);
         rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt, p.x_vec4);
-        if (lid < nr * nt) {
-            let r = lid / nt;
-            let j = lid % nt;
+        for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
+            let r = e / nt;
+            let j = e % nt;
             y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();

@@ -73,9 +73,9 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
     for (var t0 = 0u; t0 < T; t0 += TB) {
         let nt = min(TB, T - t0);
         rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt, gp.x_vec4);
-        if (lid < nr * nt) {
-            let r = lid / nt;
-            let j = lid % nt;
+        for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
+            let r = e / nt;
+            let j = e % nt;
             y[job.y.x + (t0 + j) * job.y.y + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();
@@ -131,8 +131,8 @@ fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin
     var t = p / rp.k;
     if (rp.x_per_pair == 1u) { t = p; }
     rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u, rp.x_vec4);
-    if (lid < RB) {
-        y[y0 + p * rp.y_stride + n0 + lid] = row_result(lid, 0u);
+    for (var r = lid; r < RB; r += WG) {
+        y[y0 + p * rp.y_stride + n0 + r] = row_result(r, 0u);
     }
     if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
 }

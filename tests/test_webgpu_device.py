@@ -70,7 +70,7 @@ def test_matmul_kernels_share_one_row_loop():
         text = (root / name).read_text()
         assert "{{include ROWS}}" in text and "fn rows_dot" not in text and "dot(w_lo" not in text
     sig = "fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32, xv: u32)"
-    for name in ("matmul_rows.wgsl", "matmul_rows_direct.wgsl", "matmul_rows_lanes.wgsl"):
+    for name in ("matmul_rows.wgsl", "matmul_rows_direct.wgsl", "matmul_rows_lanes.wgsl", "matmul_rows_lanes4.wgsl"):
         assert sig in (root / name).read_text()
 
 

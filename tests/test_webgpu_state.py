@@ -251,7 +251,7 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
     assert (on_device > 0) == (chunk == 32768)
 
 
-@pytest.mark.parametrize("xload", ["lanes", "direct", "staged"])
+@pytest.mark.parametrize("xload", ["lanes", "lanes4", "direct", "staged"])
 def test_each_row_loop_windows_equal_serial_decode(bf16_model, monkeypatch, xload):
     # STRATA_WEBGPU_XLOAD picks the half-precision row loop: lanes (the default: 4 weight rows
     # per workgroup, 16 threads per row), direct (one row per workgroup), staged (x in workgroup
@@ -283,6 +283,16 @@ def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
         np.testing.assert_array_equal(staged.run(window), direct.run(window), err_msg=f"window {window}")
         staged.commit(keep)
         direct.commit(keep)
+
+
+def test_lanes4_row_loop_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_XLOAD=lanes4 (matmul_rows_lanes4.wgsl): 4 weight rows per thread, each row
+    # summed as the lanes loop (the default) sums it, so the same logits
+    lanes, lanes4 = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "lanes4"))
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(lanes4.run(window), lanes.run(window), err_msg=f"window {window}")
+        lanes4.commit(keep)
+        lanes.commit(keep)
 
 
 def test_unknown_row_loop_is_refused(bf16_model, monkeypatch):

@@ -93,8 +93,12 @@ Kernels::Kernels(Device& device) : device_(device) {
         rb_ = 1;
     } else if (xload == "lanes") {
         x4_ = true;
+    } else if (xload == "lanes4") {  // the lanes loop's values, 4 rows per thread, 16 per workgroup
+        rows_file_ = "matmul_rows_lanes4.wgsl";
+        rb_ = 16;
+        x4_ = true;
     } else {
-        throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), direct or staged");
+        throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), lanes4, direct or staged");
     }
 }
 
