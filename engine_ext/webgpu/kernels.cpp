@@ -424,7 +424,8 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
     need(state, uint64_t(Hv) * Dk * Dv, "gdn", "state");
     need(out, uint64_t(T) * Hv * Dv, "gdn", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, commit_rows, scale, 1e-6f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_window", {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}}),
+    r.dispatch(pipeline("gdn.wgsl", "gdn_window",
+                        {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}, {"PARTS", "1"}}),
                &p, sizeof p, {q, k, v, g, beta, state, out}, Hv, (Dv + kGdnColumns - 1) / kGdnColumns);
 }
 
@@ -485,8 +486,11 @@ void Kernels::gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const Buf
     need(beta, uint64_t(T) * Hv, "gdn_step", "beta");
     need(out, uint64_t(T) * Hv * Dv, "gdn_step", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, T, 1.0f, 0.0f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}}),
-               &p, sizeof p, {q, k, v, decay, beta, S, out, S0}, Hv, (Dv + kGdnColumns - 1) / kGdnColumns);
+    // kGdnParts threads per state column where they split the key dim evenly, else one
+    const uint32_t parts = Dk % kGdnParts == 0 ? kGdnParts : 1, columns = kWorkgroup / parts;
+    r.dispatch(pipeline("gdn.wgsl", "gdn_step",
+                        {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kWorkgroup)}, {"PARTS", std::to_string(parts)}}),
+               &p, sizeof p, {q, k, v, decay, beta, S, out, S0}, Hv, (Dv + columns - 1) / columns);
 }
 
 void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,

@@ -42,7 +42,8 @@ public:
     static constexpr uint32_t kTokenBlock = 8;   // matmul rows per pass over a weight row
     static constexpr uint32_t kMaxExperts = 1024;
     static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs, routed)
-    static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per GDN workgroup
+    static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per gdn_window workgroup
+    static constexpr uint32_t kGdnParts = 8;     // gdn_step: threads per state column
 
     // The half-precision matmuls' row loop (STRATA_WEBGPU_XLOAD): lanes (default,
     // matmul_rows_lanes.wgsl): 4 weight rows per workgroup, 16 threads per row, x from storage;
