@@ -21,8 +21,11 @@
 #   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
 #   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
 #   WORKLOAD=edit-cmake  SPEC_MAX_NEW=160  WARM_PROMPT=256 (a warm-up prefill: every expert uploaded)
-#   XLOADS="direct staged" (the matmul probe's x loads, STRATA_WEBGPU_XLOAD)  BIG_STAGED=1 (the big
-#   model once more with x=staged)  DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
+#   XLOADS="lanes direct" (the matmul probe's row loops, STRATA_WEBGPU_XLOAD)  BIG_XLOADS=""
+#   (the big model's decode once more with each of these row loops)  PROFILE_XLOADS="lanes"
+#   (bench/webgpu_profile.py on the big model, GPU time per kernel at T=1 and T=8, per row loop;
+#   "" skips)  ANCHOR=1 HF=1 SPEC=1 CPU=1 (0 skips the anchor decode, transformers, drafting,
+#   strata's CPU decode)  DEADLINE_S=420  PY=python3  JOBS=$(nproc)  SITE=/tmp/site
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
 #   HF_DEVICE=cuda
 #   GGUF_FILES="" (quantized GGUF files to time on webgpu and cpu: T=1 decode, cost(T))
@@ -37,7 +40,8 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
 : "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
-: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=direct staged}" "${BIG_STAGED:=1}"
+: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
+: "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -150,15 +154,21 @@ decode() {  # decode LABEL DIR TOKENS CAP_GPU CAP_HF
   step "[$label] strata webgpu decode + window cost" "$cap_gpu" $PY bench/webgpu_decode.py strata "$dir" \
     --backend webgpu --tokens "$tokens" --max-seconds 30 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" \
     --label "$label" --out "$RES"
-  step "[$label] transformers $HF_DEVICE eager bf16" "$cap_hf" $PY bench/webgpu_decode.py hf "$dir" \
+  [ "$HF" = 1 ] && step "[$label] transformers $HF_DEVICE eager bf16" "$cap_hf" $PY bench/webgpu_decode.py hf "$dir" \
     --device "$HF_DEVICE" --tokens "$tokens" --max-seconds 30 --label "$label" --out "$RES"
 }
-decode anchor "$MODEL" "$TOKENS" 60 60
+# GPU time per kernel (timestamp queries) on the big model, T=1 and T=8 windows, per row loop
+for xl in $PROFILE_XLOADS; do
+  [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_XLOAD=$xl step \
+    "[$BIG_PRESET] GPU profile x=$xl" 90 $PY bench/webgpu_profile.py "$BIG_MODEL" --windows 1,8 --reps 8 \
+    --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-$xl" --out "$RES" | grep -v '^{'
+done
+[ "$ANCHOR" = 1 ] && decode anchor "$MODEL" "$TOKENS" 60 60
 [ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120
 
 # 8. lossless drafting on the GPU: an edit workload, drafting off vs on, the model's own output
 #    (identical?) and forced to the recorded answers (the speed of a model that copies well)
-if [ -f "$MODEL/config.json" ]; then
+if [ "$SPEC" = 1 ] && [ -f "$MODEL/config.json" ]; then
   for mode in model forced; do
     flag=(); [ $mode = forced ] && flag=(--forced)
     step "[anchor] drafting off/on on webgpu ($mode)" 45 $PY bench/spec_decode.py --model "$MODEL" --backend webgpu \
@@ -169,15 +179,16 @@ if [ -f "$MODEL/config.json" ]; then
 fi
 
 # 9. strata's own CPU path on the anchor, for scale
-[ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
+[ "$CPU" = 1 ] && [ -f "$MODEL/config.json" ] && step "[anchor] strata cpu decode" 30 $PY bench/webgpu_decode.py strata "$MODEL" \
   --backend cpu --tokens "$TOKENS" --max-seconds 15 --label anchor --out "$RES"
 
-# 10. the big model again with x staged in workgroup memory (what staging changes end to end)
-if [ "$BIG" = 1 ] && [ "$BIG_STAGED" = 1 ] && [ -f "$BIG_MODEL/config.json" ]; then
-  STRATA_WEBGPU_XLOAD=staged step "[$BIG_PRESET] strata webgpu decode + window cost, x=staged" 90 \
+# 10. the big model again with other row loops (what each changes end to end)
+for xl in $BIG_XLOADS; do
+  [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_XLOAD=$xl step \
+    "[$BIG_PRESET] strata webgpu decode + window cost, x=$xl" 90 \
     $PY bench/webgpu_decode.py strata "$BIG_MODEL" --backend webgpu --tokens "$BIG_TOKENS" --max-seconds 20 \
-    --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-xstaged" --out "$RES"
-fi
+    --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-x$xl" --out "$RES"
+done
 
 # 11. quantized GGUF files (the GGUF block formats' WGSL kernels) on webgpu and on cpu
 gguf_files=($GGUF_FILES)

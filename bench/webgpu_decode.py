@@ -143,6 +143,26 @@ def cmd_make_gguf(args) -> None:
           "bytes": os.path.getsize(args.gguf), "seconds": time.perf_counter() - t}, args.out)
 
 
+def rows_exact(eng, sizes: list[int], vocab: int) -> dict:
+    """For each T: a window of T random ids, its first row kept (commit 1), then ids 1..T-1 one
+    per call from there; True where rows 1..T-1 of the window equal those T=1 logits bit for bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    out = {}
+    for T in sizes:
+        ids = [int(i) for i in rng.integers(0, vocab, T)]
+        win = np.array(eng.run(ids))
+        eng.commit(1)
+        same = True
+        for t in range(1, T):
+            one = np.array(eng.run([ids[t]]))
+            eng.commit(1)
+            same = same and np.array_equal(win[t], one[0])
+        out[str(T)] = bool(same)
+    return out
+
+
 def window_costs(eng, sizes: list[int], vocab: int, budget_s: float = 6.0) -> dict:
     """Median seconds of a window of T rows (run T tokens, commit 1: the drafts rejected), T in sizes."""
     import statistics
@@ -216,7 +236,9 @@ def cmd_strata(args) -> None:
         c0 = eng.backend_counters()
         costs = window_costs(eng, sizes, vocab)
         c1 = eng.backend_counters()
+        exact = rows_exact(eng, [T for T in sizes if T > 1], vocab)
         emit({"what": "window-cost", "model": args.label, "backend": args.backend,
+              "rows_equal_serial": exact,
               "window_cost_s": {str(T): c for T, c in costs.items()},
               "window_cost_ratio": {str(T): c / costs[1] for T, c in costs.items()},
               "counters_before": c0, "counters_after": c1, "counters_at_decode_end": counters}, args.out)
@@ -368,6 +390,9 @@ def cmd_table(args) -> None:
                 wc = " ".join(f"T{T}={1e3 * r['window_cost_s'][T]:.2f}ms({x:.2f}x)"
                               for T, x in r["window_cost_ratio"].items())
                 out.append(f"[{model}] window cost strata-{r['backend']} (run T, commit 1): {wc}")
+                if "rows_equal_serial" in r:
+                    ex = " ".join(f"T{T}={'yes' if v else 'NO'}" for T, v in r["rows_equal_serial"].items())
+                    out.append(f"[{model}] window rows bit-identical to serial decoding: {ex}")
         cpu, gpu = dec.get("strata-cpu"), dec.get("strata-webgpu")
         if gpu and cpu:
             out.append(f"[{model}] greedy strata webgpu vs cpu: {agreement(gpu['greedy'], cpu['greedy'])}")

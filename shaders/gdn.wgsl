@@ -3,8 +3,10 @@
 //   S <- S + k delta^T, o = S^T q.
 // The committed state S is read, never written, except that the state after `commit_rows`
 // rows is stored back (0 = leave it, the T > 1 verification run; T = the decode step).
-// A thread owns whole columns of S and walks the rows in order, so row t depends only on the
-// committed state and rows 0..t.
+// A thread owns one column of S and walks the rows in order, so row t depends only on the
+// committed state and rows 0..t. Workgroups: (value head, block of CWG columns): many small
+// workgroups, so a layer's heads spread over the whole GPU (one workgroup per head used 32 of
+// the H200's 132 SMs on the 80B-A3B shape); a column's arithmetic is the same either way.
 struct Params {
     T: u32,
     Hk: u32,
@@ -24,15 +26,16 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> state: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = {{WG}}u;
+const CWG: u32 = {{CWG}}u;  // columns (threads) per workgroup
 const DK: u32 = {{DK}}u;
 
-@compute @workgroup_size({{WG}})
+@compute @workgroup_size({{CWG}})
 fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let h = wid.x;
     let kh = h / (p.Hv / p.Hk);
     let sbase = h * DK * p.Dv;
-    for (var col = lid3.x; col < p.Dv; col += WG) {
+    let col = wid.y * CWG + lid3.x;  // one column per thread
+    if (col < p.Dv) {
         var s: array<f32, DK>;
         for (var i = 0u; i < DK; i++) { s[i] = state[sbase + i * p.Dv + col]; }
         for (var t = 0u; t < p.T; t++) {
@@ -67,33 +70,67 @@ fn gdn_window(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_
 
 // The engine's step: q (already L2-normalised and scaled) and k (normalised) come from
 // gdn_inputs, `decay` is exp(g). Row 0 reads S0, every row updates S (state after all rows).
-// Same per-column order as gdn_window.
+// PARTS threads share a column: each holds DK / PARTS consecutive rows of it in registers and
+// sums its rows' terms in order, then a fixed tree over the PARTS sums gives S^T k and S^T q
+// (the kernel had one thread walk all DK rows of a column: a chain of dependent loads, ~90 us
+// per layer on the H200). Workgroups: (value head, block of CWG / PARTS columns). Row t depends
+// only on S0 and rows 0..t, whatever T is.
 @group(0) @binding(8) var<storage, read_write> s0: array<f32>;
 
-@compute @workgroup_size({{WG}})
+const PARTS: u32 = {{PARTS}}u;
+const CB: u32 = CWG / PARTS;  // columns per workgroup
+const DP: u32 = DK / PARTS;   // rows of S per thread
+var<workgroup> red: array<f32, CWG>;
+
+// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
+fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
+    red[lid] = x;
+    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
+    }
+    workgroupBarrier();
+    let r = red[cc];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size({{CWG}})
 fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
     let h = wid.x;
     let kh = h / (p.Hv / p.Hk);
     let sbase = h * DK * p.Dv;
-    for (var col = lid3.x; col < p.Dv; col += WG) {
-        var s: array<f32, DK>;
-        for (var i = 0u; i < DK; i++) { s[i] = s0[sbase + i * p.Dv + col]; }
-        for (var t = 0u; t < p.T; t++) {
-            let kb = (t * p.Hk + kh) * DK;
-            let decay = g[t * p.Hv + h];
-            var kv = 0.0;
-            for (var i = 0u; i < DK; i++) {
-                s[i] = s[i] * decay;
-                kv = kv + s[i] * k[kb + i];
-            }
-            let delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h];
-            var o = 0.0;
-            for (var i = 0u; i < DK; i++) {
-                s[i] = s[i] + k[kb + i] * delta;
-                o = o + s[i] * q[kb + i];
-            }
-            out[(t * p.Hv + h) * p.Dv + col] = o;
+    let part = lid / CB;
+    let cc = lid % CB;
+    let col = wid.y * CB + cc;
+    let live = col < p.Dv;
+    let i0 = part * DP;
+    var s: array<f32, DP>;
+    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
+    }
+    for (var t = 0u; t < p.T; t++) {
+        let kb = (t * p.Hk + kh) * DK + i0;
+        let decay = g[t * p.Hv + h];
+        var kv = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] * decay;
+            kv = kv + s[c] * k[kb + c];
         }
-        for (var i = 0u; i < DK; i++) { state[sbase + i * p.Dv + col] = s[i]; }
+        kv = sum_parts(lid, part, cc, kv);
+        var delta = 0.0;
+        if (live) { delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h]; }
+        var o = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] + k[kb + c] * delta;
+            o = o + s[c] * q[kb + c];
+        }
+        o = sum_parts(lid, part, cc, o);
+        if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
+    }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
     }
 }

@@ -17,6 +17,7 @@ struct Params {
     groups_x: u32,   // workgroups along x (weight row = wid.y * groups_x + wid.x)
     x_off: u32,      // first float of x in its buffer
     y_off: u32,      // first float of y in its buffer
+    x_vec4: u32,     // 1: x_off and x_stride are multiples of 4 (rows_dot may read x as vec4)
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -109,11 +110,11 @@ fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgr
     let quads = p.row_words / 4u;
     for (var t0 = 0u; t0 < p.T; t0 += TB) {
         let nt = min(TB, p.T - t0);
-        rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt);
-        if (lid < nr * nt) {
-            let r = lid / nt;
-            let j = lid % nt;
-            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = partial[r * TB + j];
+        rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt, p.x_vec4);
+        for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
+            let r = e / nt;
+            let j = e % nt;
+            y[p.y_off + (t0 + j) * p.y_stride + p.col0 + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();
     }

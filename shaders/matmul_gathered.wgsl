@@ -47,7 +47,7 @@ struct GatherParams {
     groups_x: u32,
     total_rows: u32,
     n_jobs: u32,
-    pad0: u32,
+    x_vec4: u32,  // 1: every job's x_off and x_stride are multiples of 4
     pad1: u32,
     pad2: u32,
     jobs: array<Job, {{MAX_JOBS}}>,
@@ -72,11 +72,11 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
     let quads = gp.row_words / 4u;
     for (var t0 = 0u; t0 < T; t0 += TB) {
         let nt = min(TB, T - t0);
-        rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt);
-        if (lid < nr * nt) {
-            let r = lid / nt;
-            let j = lid % nt;
-            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = partial[r * TB + j];
+        rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt, gp.x_vec4);
+        for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
+            let r = e / nt;
+            let j = e % nt;
+            y[job.y.x + (t0 + j) * job.y.y + n0 + r] = row_result(r, j);
         }
         workgroupBarrier();
     }
@@ -100,7 +100,7 @@ struct RoutedParams {
     n_experts: u32,
     log_ids: u32,        // 1: write each pair's expert to ids_log (read back with the logits)
     y_off2: u32,
-    pad0: u32,
+    x_vec4: u32,         // 1: x_off and x_stride are multiples of 4
     pad1: u32,
     pad2: u32,
 }
@@ -130,9 +130,9 @@ fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin
     let quads = rp.row_words / 4u;
     var t = p / rp.k;
     if (rp.x_per_pair == 1u) { t = p; }
-    rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u);
-    if (lid < RB) {
-        y[y0 + p * rp.y_stride + n0 + lid] = partial[lid * TB];
+    rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u, rp.x_vec4);
+    for (var r = lid; r < RB; r += WG) {
+        y[y0 + p * rp.y_stride + n0 + r] = row_result(r, 0u);
     }
     if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
 }

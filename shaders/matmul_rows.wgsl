@@ -24,7 +24,10 @@ var<workgroup> xt: array<vec4<f32>, 2u * WG * TB>;  // [row][half][lane]: a lane
 
 {{include matmul_rows_pair.wgsl}}
 
-fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32) {
+// weight row r's dot product with x row j, after rows_dot (lane 0's slot after the tree)
+fn row_result(r: u32, j: u32) -> f32 { return partial[r * TB + j]; }
+
+fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32, xv: u32) {  // xv: unused here
     var acc: array<f32, TB * RB>;  // [weight row][x row]
     for (var a = 0u; a < TB * RB; a++) { acc[a] = 0.0; }  // explicitly: naga hoists the zero-init out of loops
     let steps = (quads + WG - 1u) / WG;

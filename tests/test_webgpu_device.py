@@ -62,15 +62,15 @@ def test_preprocessor_includes_files_with_their_placeholders(native):
 
 def test_matmul_kernels_share_one_row_loop():
     # matmul.wgsl and matmul_gathered.wgsl compute rows only through the included rows_dot
-    # (bit-identical by construction), and both row files define it with one signature
+    # (bit-identical by construction), and the three row files define it with one signature
     from strata import webgpu
 
     root = webgpu.shader_dir()
     for name in ("matmul.wgsl", "matmul_gathered.wgsl"):
         text = (root / name).read_text()
         assert "{{include ROWS}}" in text and "fn rows_dot" not in text and "dot(w_lo" not in text
-    sig = "fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32)"
-    for name in ("matmul_rows.wgsl", "matmul_rows_direct.wgsl"):
+    sig = "fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32, xv: u32)"
+    for name in ("matmul_rows.wgsl", "matmul_rows_direct.wgsl", "matmul_rows_lanes.wgsl", "matmul_rows_lanes4.wgsl"):
         assert sig in (root / name).read_text()
 
 
@@ -153,4 +153,6 @@ def test_every_shader_is_one_op_family_with_a_fixed_workgroup():
         text = p.read_text()
         for line in text.splitlines():
             if "@workgroup_size(" in line:
-                assert "@workgroup_size({{WG}})" in line, f"{p.name}: {line.strip()}"
+                # gdn.wgsl: one thread per state column, no cross-thread sum, a size of its own
+                fixed = "@workgroup_size({{CWG}})" if p.name == "gdn.wgsl" else "@workgroup_size({{WG}})"
+                assert fixed in line, f"{p.name}: {line.strip()}"

@@ -251,19 +251,72 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
     assert (on_device > 0) == (chunk == 32768)
 
 
-def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
-    # STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup, x staged in workgroup memory
-    # (matmul_rows.wgsl); the same per-thread order and tree as the default loop, so the same
-    # logits, and its windows' rows equal serial decoding (forced rejections) as well
-    default, staged, serial = prefilled(gpu(bf16_model),
-                                        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"),
-                                        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"))
+@pytest.mark.parametrize("xload", ["lanes", "lanes4", "direct", "staged"])
+def test_each_row_loop_windows_equal_serial_decode(bf16_model, monkeypatch, xload):
+    # STRATA_WEBGPU_XLOAD picks the half-precision row loop: lanes (the default: 4 weight rows
+    # per workgroup, 16 threads per row), direct (one row per workgroup), staged (x in workgroup
+    # memory); with each, a window's rows equal serial decoding bit for bit (forced rejections),
+    # and the logits stay within the CPU backend's tolerance
+    windowed, serial = prefilled(gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", xload),
+                                 gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", xload))
+    cpu = strata.load(bf16_model, threads=1, backend="cpu")
+    cpu.run(PROMPT)
+    cpu.commit(len(PROMPT))
     for window, keep in WINDOWS:
-        logits = staged.run(window)
-        np.testing.assert_array_equal(logits, default.run(window), err_msg=f"window {window}")
-        staged.commit(keep)
-        default.commit(keep)
+        logits = windowed.run(window)
+        ref = cpu.run(window)
+        assert np.max(np.abs(np.asarray(logits) - ref)) <= LOGITS_REL * np.max(np.abs(ref))
+        windowed.commit(keep)
+        cpu.commit(keep)
         for t in range(keep):
             one = serial.run([window[t]])
             serial.commit(1)
             np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
+def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_XLOAD=staged (matmul_rows.wgsl) has the per-thread order and tree of the
+    # direct loop, so the same logits; the lanes loop (the default) sums in its own order
+    direct, staged = prefilled(gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "direct"),
+                               gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"))
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(staged.run(window), direct.run(window), err_msg=f"window {window}")
+        staged.commit(keep)
+        direct.commit(keep)
+
+
+def test_lanes4_row_loop_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_XLOAD=lanes4 (matmul_rows_lanes4.wgsl): 4 weight rows per thread, each row
+    # summed as the lanes loop (the default) sums it, so the same logits
+    lanes, lanes4 = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "lanes4"))
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(lanes4.run(window), lanes.run(window), err_msg=f"window {window}")
+        lanes4.commit(keep)
+        lanes.commit(keep)
+
+
+def test_unknown_row_loop_is_refused(bf16_model, monkeypatch):
+    with pytest.raises(Exception, match="STRATA_WEBGPU_XLOAD='fast'"):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "fast")
+
+
+def test_profile_times_every_dispatch_and_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_PROFILE=1: every dispatch timed with timestamp queries (lavapipe has them),
+    # summed per label in the counters; the logits are those of an engine without profiling
+    plain, prof = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"))
+    assert "gpu_profile" not in plain.backend_counters()
+    c0 = prof.backend_counters()
+    assert c0["gpu_profile"] in (1, 2)
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(prof.run(window), plain.run(window), err_msg=f"window {window}")
+        prof.commit(keep)
+        plain.commit(keep)
+    c1 = prof.backend_counters()
+    labels = {k[7:] for k in c1 if k.startswith("gpu_us:")}
+    timed = sum(c1["gpu_n:" + k] - c0.get("gpu_n:" + k, 0) for k in labels)
+    assert timed == c1["dispatches"] - c0["dispatches"]  # every dispatch has a label
+    assert all(c1["gpu_us:" + k] >= 0 for k in labels)
+    assert sum(c1["gpu_us:" + k] for k in labels) > 0
+    assert c1["gpu_span_us"] > c0["gpu_span_us"]
+    routed = [k for k in labels if k.startswith("matmul_routed")]
+    assert routed and all(c1["gpu_bytes:" + k] > 0 for k in routed)  # weight bytes for GB/s

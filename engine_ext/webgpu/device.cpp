@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -150,9 +151,30 @@ Device::Device(const DeviceOptions& options)
     if (api_.wgpuAdapterGetLimits(adapter_handle_, &supported) != WGPUStatus_Success)
         throw std::runtime_error("webgpu: cannot read the adapter limits of " + adapter_.device);
 
+    // STRATA_WEBGPU_PROFILE=1: timestamp queries, inside the pass where the adapter allows it.
+    std::vector<WGPUFeatureName> features;
+    const char* prof = std::getenv("STRATA_WEBGPU_PROFILE");
+    if (prof && *prof && std::string(prof) != "0") {
+        auto inside = WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses);
+        if (api_.wgpuAdapterHasFeature(adapter_handle_, inside)) {
+            features = {WGPUFeatureName_TimestampQuery, inside};
+            profile_mode_ = 1;
+            profile_status_ = "timestamps inside the pass, after every dispatch";
+        } else if (api_.wgpuAdapterHasFeature(adapter_handle_, WGPUFeatureName_TimestampQuery)) {
+            features = {WGPUFeatureName_TimestampQuery};
+            profile_mode_ = 2;
+            profile_status_ = "timestamps around one pass per dispatch";
+        } else {
+            profile_mode_ = -1;
+            profile_status_ = "not available: " + adapter_.device + " has no timestamp queries";
+        }
+    }
+
     WGPUDeviceDescriptor desc = WGPU_DEVICE_DESCRIPTOR_INIT;
     desc.label = label("strata");
     desc.requiredLimits = &supported;
+    desc.requiredFeatureCount = features.size();
+    desc.requiredFeatures = features.data();
     desc.uncapturedErrorCallbackInfo.callback = &Device::on_error;
     desc.uncapturedErrorCallbackInfo.userdata1 = this;
     struct Request {
@@ -323,6 +345,7 @@ const Pipeline& Device::pipeline(const std::string& file, const std::string& ent
     api_.wgpuShaderModuleRelease(module);
     throw_pending_error("building " + file + ":" + entry);
     p.layout = api_.wgpuComputePipelineGetBindGroupLayout(p.pipeline, 0);
+    p.entry = entry_names_.insert(entry).first->c_str();
     return pipelines_.emplace(key, p).first->second;
 }
 
@@ -342,6 +365,14 @@ void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t par
     dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, buffers, {gx, gy, gz}});
 }
 
+bool Recorder::profiling() const { return device_.profile_mode_ > 0; }
+
+void Recorder::annotate(std::string label, uint64_t bytes) {
+    if (dispatches_.empty()) return;
+    dispatches_.back().label = std::move(label);
+    dispatches_.back().bytes = bytes;
+}
+
 void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst) {
     if (offset + bytes > src->size()) throw std::out_of_range("webgpu: download past the end of a buffer");
     downloads_.push_back(Download{src, offset, bytes, dst});
@@ -349,6 +380,8 @@ void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, v
 
 void Recorder::submit(bool wait) {
     if (!wait && !downloads_.empty()) throw std::logic_error("webgpu: a submit with downloads must wait");
+    const int prof = device_.profile_mode_ > 0 && !dispatches_.empty() ? device_.profile_mode_ : 0;
+    if (prof) wait = true;  // the timestamps are read back at once
     const WgpuApi& api = device_.api_;
     WGPUDevice dev = device_.device_;
     auto t_encode = std::chrono::steady_clock::now();
@@ -373,17 +406,64 @@ void Recorder::submit(bool wait) {
         staging = api.wgpuDeviceCreateBuffer(dev, &desc);
     }
 
+    // Profiling: timestamps of the first `timed` dispatches (a query set holds at most 4096).
+    constexpr uint32_t kMaxQueries = 4096;
+    uint32_t timed = 0, queries = 0;
+    WGPUQuerySet query_set = nullptr;
+    WGPUBuffer resolved = nullptr, readable = nullptr;
+    if (prof) {
+        timed = uint32_t(std::min<size_t>(dispatches_.size(), prof == 1 ? kMaxQueries - 1 : kMaxQueries / 2));
+        queries = prof == 1 ? timed + 1 : 2 * timed;
+        WGPUQuerySetDescriptor qdesc = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+        qdesc.label = label("dispatch timestamps");
+        qdesc.type = WGPUQueryType_Timestamp;
+        qdesc.count = queries;
+        query_set = api.wgpuDeviceCreateQuerySet(dev, &qdesc);
+        WGPUBufferDescriptor bdesc = WGPU_BUFFER_DESCRIPTOR_INIT;
+        bdesc.label = label("resolved timestamps");
+        bdesc.usage = WGPUBufferUsage_QueryResolve | WGPUBufferUsage_CopySrc;
+        bdesc.size = uint64_t(queries) * 8;
+        resolved = api.wgpuDeviceCreateBuffer(dev, &bdesc);
+        bdesc.label = label("timestamp readback");
+        bdesc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+        readable = api.wgpuDeviceCreateBuffer(dev, &bdesc);
+    }
+
     WGPUCommandEncoder encoder = api.wgpuDeviceCreateCommandEncoder(dev, nullptr);
     if (!dispatches_.empty()) {
-        WGPUComputePassEncoder pass = api.wgpuCommandEncoderBeginComputePass(encoder, nullptr);
-        for (auto& d : dispatches_) {
+        WGPUComputePassEncoder pass = nullptr;
+        WGPUPassTimestampWrites writes = WGPU_PASS_TIMESTAMP_WRITES_INIT;
+        WGPUComputePassDescriptor pdesc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
+        auto end_pass = [&] {
+            api.wgpuComputePassEncoderEnd(pass);
+            api.wgpuComputePassEncoderRelease(pass);
+            pass = nullptr;
+        };
+        for (size_t i = 0; i < dispatches_.size(); ++i) {
+            auto& d = dispatches_[i];
+            if (prof == 2 && i < timed) {  // a pass of its own, timed at its begin and end
+                if (pass) end_pass();
+                writes.querySet = query_set;
+                writes.beginningOfPassWriteIndex = uint32_t(2 * i);
+                writes.endOfPassWriteIndex = uint32_t(2 * i + 1);
+                pdesc.timestampWrites = &writes;
+                pass = api.wgpuCommandEncoderBeginComputePass(encoder, &pdesc);
+            } else if (!pass) {
+                pass = api.wgpuCommandEncoderBeginComputePass(encoder, nullptr);
+                if (prof == 1) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, 0);
+            }
             WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.params_size, d.buffers);
             api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
             api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
             api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
+            if (prof == 1 && i < timed) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, uint32_t(i + 1));
+            if (prof == 2 && i < timed) end_pass();
         }
-        api.wgpuComputePassEncoderEnd(pass);
-        api.wgpuComputePassEncoderRelease(pass);
+        if (pass) end_pass();
+    }
+    if (prof) {
+        api.wgpuCommandEncoderResolveQuerySet(encoder, query_set, 0, queries, resolved, 0);
+        api.wgpuCommandEncoderCopyBufferToBuffer(encoder, resolved, 0, readable, 0, uint64_t(queries) * 8);
     }
     for (size_t i = 0; i < downloads_.size(); ++i) {
         auto& d = downloads_[i];
@@ -429,6 +509,45 @@ void Recorder::submit(bool wait) {
         api.wgpuBufferRelease(staging);
     } else if (wait) {
         device_.wait_idle();
+    }
+    if (prof) {
+        struct Map {
+            bool done = false;
+            WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+        } map;
+        WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+        cb.mode = WGPUCallbackMode_AllowProcessEvents;
+        cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView, void* ud, void*) {
+            auto* m = static_cast<Map*>(ud);
+            m->done = true;
+            m->status = status;
+        };
+        cb.userdata1 = &map;
+        api.wgpuBufferMapAsync(readable, WGPUMapMode_Read, 0, uint64_t(queries) * 8, cb);
+        while (!map.done) {
+            device_.wait_idle();
+            api.wgpuInstanceProcessEvents(device_.instance_);
+        }
+        if (map.status == WGPUMapAsyncStatus_Success) {
+            std::vector<uint64_t> ts(queries);
+            std::memcpy(ts.data(), api.wgpuBufferGetConstMappedRange(readable, 0, uint64_t(queries) * 8),
+                        uint64_t(queries) * 8);
+            api.wgpuBufferUnmap(readable);
+            double period = api.wgpuQueueGetTimestampPeriod(device_.queue_);  // ns per tick
+            auto delta = [&](uint64_t a, uint64_t b) { return b > a ? double(b - a) * period : 0.0; };
+            for (uint32_t i = 0; i < timed; ++i) {
+                const Dispatch& d = dispatches_[i];
+                ProfileEntry& e = device_.profile_[d.label.empty() ? std::string(d.pipeline.entry) : d.label];
+                e.count += 1;
+                e.bytes += d.bytes;
+                e.ns += prof == 1 ? delta(ts[i], ts[i + 1]) : delta(ts[2 * i], ts[2 * i + 1]);
+            }
+            device_.profile_span_ns_ += prof == 1 ? delta(ts[0], ts[timed]) : delta(ts[0], ts[2 * timed - 1]);
+            device_.profile_submits_ += 1;
+        }
+        api.wgpuBufferRelease(readable);
+        api.wgpuBufferRelease(resolved);
+        api.wgpuQuerySetRelease(query_set);
     }
     if (wait) {
         in_flight_.clear();

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -75,6 +76,15 @@ struct BufRef {
 struct Pipeline {
     WGPUComputePipeline pipeline = nullptr;
     WGPUBindGroupLayout layout = nullptr;
+    const char* entry = "";  // the entry point's name (the profile's default label)
+};
+
+// GPU time of the dispatches of one label (STRATA_WEBGPU_PROFILE=1): how many ran, their
+// summed timestamp deltas, and the weight bytes their kernels said they read.
+struct ProfileEntry {
+    uint64_t count = 0;
+    double ns = 0;
+    uint64_t bytes = 0;
 };
 
 // The dispatches of one window, encoded and submitted together by submit().
@@ -87,6 +97,10 @@ public:
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
                   const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
                   uint32_t groups_z = 1);
+    // While profiling: the last dispatch's label in the profile (default: its entry point) and
+    // the weight bytes it reads (for GB/s). Callers build labels only when profiling() is true.
+    bool profiling() const;
+    void annotate(std::string label, uint64_t bytes);
     // After every dispatch of the window: copy `bytes` of `src` from `offset` into `dst` (host).
     void download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst);
     // Encodes everything, submits once, waits, and fills the downloads. Without `wait` (no
@@ -106,6 +120,8 @@ private:
         size_t params_offset, params_size;
         std::vector<BufRef> buffers;
         uint32_t groups[3];
+        std::string label;  // profiling only
+        uint64_t bytes = 0;
     };
     struct Download {
         BufferPtr src;
@@ -144,6 +160,20 @@ public:
     Recorder record() { return Recorder(*this); }
     uint64_t bind_groups_made() const { return bind_groups_made_; }
 
+    // STRATA_WEBGPU_PROFILE=1 times every dispatch with timestamp queries: written inside the
+    // one compute pass after each dispatch where the adapter has timestamp-query-inside-passes
+    // (a dispatch's time then includes the barrier before it), else one pass per dispatch with
+    // the pass's begin/end timestamps. Profiling makes every submit wait (its queries are read
+    // back), so it slows the host side; the GPU times are what it is for.
+    // profile_mode(): 0 off, 1 inside passes, 2 one pass per dispatch, -1 asked for but the
+    // adapter has no timestamp queries (profile_status() says so in words).
+    int profile_mode() const { return profile_mode_; }
+    const std::string& profile_status() const { return profile_status_; }
+    const std::map<std::string, ProfileEntry>& profile() const { return profile_; }
+    // Summed GPU span of the timed submits (first timestamp to last) and how many there were.
+    double profile_span_ns() const { return profile_span_ns_; }
+    uint64_t profile_submits() const { return profile_submits_; }
+
 private:
     friend class Recorder;
     void wait_idle();
@@ -160,6 +190,12 @@ private:
     std::unordered_map<std::string, WGPUBindGroup> bind_groups_;
     uint64_t bind_groups_made_ = 0;
 
+    int profile_mode_ = 0;
+    std::string profile_status_ = "off";
+    std::map<std::string, ProfileEntry> profile_;
+    double profile_span_ns_ = 0;
+    uint64_t profile_submits_ = 0;
+
     const WgpuApi& api_;
     DeviceOptions options_;
     ShaderLibrary shaders_;
@@ -170,6 +206,7 @@ private:
     AdapterInfo adapter_;
     DeviceLimits limits_;
     std::map<std::string, Pipeline> pipelines_;
+    std::set<std::string> entry_names_;  // Pipeline::entry points into it
     std::mutex errors_mutex_;
     std::string pending_error_;  // filled by the uncaptured-error callback
     static void on_error(WGPUDevice const*, WGPUErrorType, WGPUStringView, void*, void*);

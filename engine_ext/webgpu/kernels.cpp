@@ -112,10 +112,22 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
 }
 
 Kernels::Kernels(Device& device) : device_(device) {
-    const char* xload = std::getenv("STRATA_WEBGPU_XLOAD");
-    if (xload && std::string(xload) == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
+    const char* env = std::getenv("STRATA_WEBGPU_XLOAD");
+    std::string xload = env && *env ? env : "lanes";
+    if (xload == "staged") {  // 4 rows per workgroup, x staged in workgroup memory
         rows_file_ = "matmul_rows.wgsl";
         rb_ = 4;
+    } else if (xload == "direct") {  // one row per workgroup, 64 threads per row
+        rows_file_ = "matmul_rows_direct.wgsl";
+        rb_ = 1;
+    } else if (xload == "lanes") {
+        x4_ = true;
+    } else if (xload == "lanes4") {  // the lanes loop's values, 4 rows per thread, 16 per workgroup
+        rows_file_ = "matmul_rows_lanes4.wgsl";
+        rb_ = 16;
+        x4_ = true;
+    } else {
+        throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), lanes4, direct or staged");
     }
 }
 
@@ -126,6 +138,17 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
         extra["RB"] = std::to_string(rb_);
     }
     return device_.pipeline(file, entry, extra);
+}
+
+uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
+    return x4_ && x_off % 4 == 0 && x_stride % 4 == 0 ? 1u : 0u;
+}
+
+std::vector<BufRef> Kernels::with_x4(std::vector<BufRef> b, const BufRef& x) const {
+    if (!x4_) return b;
+    b.resize(kX4Binding - 1);  // bindings up to 11 as given (null: unused), then x again
+    b.push_back(x);
+    return b;
 }
 
 uint32_t Kernels::stride_groups(uint64_t n) const {
@@ -158,12 +181,15 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
         uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
         uint32_t gx = std::min(groups, max_groups);
         uint32_t gy = (groups + gx - 1) / gx;
-        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off; } p{
-            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off};
+        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4; } p{
+            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off, x_vec4(x_off, x_stride)};
         if (v4)
-            r.dispatch(pl, &p, sizeof p, {x, nullptr, y, c.ref()}, gx, gy);
+            r.dispatch(pl, &p, sizeof p, with_x4({x, nullptr, y, c.ref()}, x), gx, gy);
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
+        if (r.profiling())
+            r.annotate(std::string(entry) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + " T" +
+                           std::to_string(T), c.bytes);
     }
 }
 
@@ -182,9 +208,10 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     };
     struct {
         uint32_t K, row_words, groups_x, total_rows;
-        uint32_t n_entries, pad[3];
+        uint32_t n_entries, x_vec4, pad[2];
         Entry e[kGatherJobs];
     } p{};
+    p.x_vec4 = 1;
     std::vector<BufRef> bound;  // distinct weight buffers, bound whole
     uint32_t rows = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -202,6 +229,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
             bound.push_back(BufRef(c.buffer));
         }
         p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
+        p.x_vec4 &= x_vec4(j.x_off, j.x_stride);
         rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
     }
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
@@ -216,8 +244,15 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
                                    {"MAX_JOBS", std::to_string(kGatherJobs)}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
     for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    b = with_x4(std::move(b), x);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+    if (r.profiling()) {
+        uint64_t bytes = 0;
+        for (auto& j : jobs) bytes += j.m->chunks[0].bytes;
+        r.annotate("matmul_gathered K" + std::to_string(m0.cols) + " " + std::to_string(jobs.size()) + " jobs T" +
+                       std::to_string(jobs[0].T), bytes);
+    }
 }
 
 void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
@@ -245,10 +280,10 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     struct {
         uint32_t K, row_words, groups_x, total_rows, rows_per_pair, half_rows, mat0, k;
         uint32_t x_off, x_stride, x_per_pair, y_off, y_stride, ids_off, n_experts, log_ids;
-        uint32_t y_off2, pad[3];
+        uint32_t y_off2, x_vec4, pad[2];
     } p{a.K, a.row_words, gx, uint32_t(rows), a.rows_per_pair, a.half_rows, a.mat0, a.k,
         a.x_off, a.x_stride, a.x_per_pair, a.y_off, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
-        a.y_off2, {0, 0, 0}};
+        a.y_off2, x_vec4(a.x_off, a.x_stride), {0, 0}};
     if (ids_log) need(ids_log, a.pairs, "matmul_routed", "ids log");
     const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_routed",
                                   {{"TB", std::to_string(kTokenBlock)},
@@ -259,7 +294,11 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     b.push_back(ids);
     b.push_back(table);
     b.push_back(ids_log ? ids_log : ids);
+    b = with_x4(std::move(b), x);
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
+    if (r.profiling())  // every pair reads its expert's rows, duplicates included
+        r.annotate(std::string("matmul_routed ") + (a.mat0 == 0 ? "gate+up" : "down") + " " +
+                       std::to_string(a.pairs) + " pairs", uint64_t(a.pairs) * a.rows_per_pair * a.row_words * 4);
 }
 
 void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
@@ -419,8 +458,9 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
     need(state, uint64_t(Hv) * Dk * Dv, "gdn", "state");
     need(out, uint64_t(T) * Hv * Dv, "gdn", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, commit_rows, scale, 1e-6f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_window", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
-               {q, k, v, g, beta, state, out}, Hv);
+    r.dispatch(pipeline("gdn.wgsl", "gdn_window",
+                        {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kGdnColumns)}, {"PARTS", "1"}}),
+               &p, sizeof p, {q, k, v, g, beta, state, out}, Hv, (Dv + kGdnColumns - 1) / kGdnColumns);
 }
 
 void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
@@ -480,8 +520,11 @@ void Kernels::gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const Buf
     need(beta, uint64_t(T) * Hv, "gdn_step", "beta");
     need(out, uint64_t(T) * Hv * Dv, "gdn_step", "out");
     struct { uint32_t T, Hk, Hv, Dk, Dv, commit; float scale, eps; } p{T, Hk, Hv, Dk, Dv, T, 1.0f, 0.0f};
-    r.dispatch(pipeline("gdn.wgsl", "gdn_step", {{"DK", std::to_string(Dk)}}), &p, sizeof p,
-               {q, k, v, decay, beta, S, out, S0}, Hv);
+    // kGdnParts threads per state column where they split the key dim evenly, else one
+    const uint32_t parts = Dk % kGdnParts == 0 ? kGdnParts : 1, columns = kWorkgroup / parts;
+    r.dispatch(pipeline("gdn.wgsl", "gdn_step",
+                        {{"DK", std::to_string(Dk)}, {"CWG", std::to_string(kWorkgroup)}, {"PARTS", std::to_string(parts)}}),
+               &p, sizeof p, {q, k, v, decay, beta, S, out, S0}, Hv, (Dv + columns - 1) / columns);
 }
 
 void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,

@@ -43,14 +43,17 @@ public:
     static constexpr uint32_t kWorkgroup = 64;   // every kernel; fixed so results never depend on T
     static constexpr uint32_t kTokenBlock = 8;   // matmul rows per pass over a weight row
     static constexpr uint32_t kMaxExperts = 1024;
-    static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs)
+    static constexpr uint32_t kMaxStorageBuffers = 10;  // the most any kernel binds (gdn_inputs, routed)
+    static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per gdn_window workgroup
+    static constexpr uint32_t kGdnParts = 8;     // gdn_step: threads per state column
 
-    // The half-precision matmuls read x straight from storage, one weight row per workgroup
-    // (matmul_rows_direct.wgsl); STRATA_WEBGPU_XLOAD=staged: 4 weight rows per workgroup and x
-    // staged in workgroup memory (matmul_rows.wgsl), same values, 7x slower at T=1 on the H200
-    // (2026-12-03), so not the default
+    // The half-precision matmuls' row loop (STRATA_WEBGPU_XLOAD): lanes (default,
+    // matmul_rows_lanes.wgsl): 4 weight rows per workgroup, 16 threads per row, x from storage;
+    // direct (matmul_rows_direct.wgsl): one row per workgroup, 64 threads per row; staged
+    // (matmul_rows.wgsl): 4 rows per workgroup, x staged in workgroup memory, the values of
+    // direct, 7x slower than direct at T=1 on the H200 (2026-12-03)
     explicit Kernels(Device& device);
-    // Weight rows per workgroup of the half-precision vec4 matmuls (1; 4 with XLOAD=staged).
+    // Weight rows per workgroup of the half-precision vec4 matmuls (4; 1 with XLOAD=direct).
     uint32_t rows_per_workgroup() const { return rb_; }
     Device& device() { return device_; }
 
@@ -158,8 +161,14 @@ private:
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
     Device& device_;
-    std::string rows_file_ = "matmul_rows_direct.wgsl";
-    uint32_t rb_ = 1;
+    std::string rows_file_ = "matmul_rows_lanes.wgsl";
+    uint32_t rb_ = 4;
+    // The lanes loop also binds x as vec4 (binding kX4Binding) and reads it so where the rows
+    // of x start on 16-byte boundaries (x_vec4: 1 for such an offset and stride).
+    bool x4_ = false;
+    static constexpr uint32_t kX4Binding = 12;
+    uint32_t x_vec4(uint32_t x_off, uint32_t x_stride) const;
+    std::vector<BufRef> with_x4(std::vector<BufRef> b, const BufRef& x) const;
 };
 
 }  // namespace strata::webgpu

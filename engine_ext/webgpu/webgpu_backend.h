@@ -56,10 +56,24 @@ public:
     void to_host(const void* p, size_t bytes) override;
     void from_host(const void* p, size_t bytes) override;
     // How often the recorder was submitted and how many dispatches went in (for the bench).
+    // With STRATA_WEBGPU_PROFILE=1 also gpu_profile (Device::profile_mode), gpu_span_us and
+    // gpu_timed_submits, and per dispatch label L: "gpu_n:L", "gpu_us:L", "gpu_bytes:L".
     std::vector<std::pair<std::string, double>> counters() const override {
-        return {{"submits", double(submits_)}, {"early_submits", double(early_submits_)},
-                {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
-                {"encode_s", encode_s_}, {"run_s", run_s_}, {"moe_on_device", double(routed_layers_run_)}};
+        std::vector<std::pair<std::string, double>> c = {
+            {"submits", double(submits_)}, {"early_submits", double(early_submits_)},
+            {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
+            {"encode_s", encode_s_}, {"run_s", run_s_}, {"moe_on_device", double(routed_layers_run_)}};
+        if (device_->profile_mode()) {
+            c.push_back({"gpu_profile", double(device_->profile_mode())});
+            c.push_back({"gpu_span_us", device_->profile_span_ns() * 1e-3});
+            c.push_back({"gpu_timed_submits", double(device_->profile_submits())});
+            for (auto& [label, e] : device_->profile()) {
+                c.push_back({"gpu_n:" + label, double(e.count)});
+                c.push_back({"gpu_us:" + label, e.ns * 1e-3});
+                c.push_back({"gpu_bytes:" + label, double(e.bytes)});
+            }
+        }
+        return c;
     }
 
 private:

@@ -31,7 +31,9 @@ constexpr unsigned kWgpuNativeMinor = 0;
     X(wgpuCommandEncoderFinish) X(wgpuCommandEncoderRelease) X(wgpuCommandBufferRelease)           \
     X(wgpuComputePassEncoderSetPipeline) X(wgpuComputePassEncoderSetBindGroup)                     \
     X(wgpuComputePassEncoderDispatchWorkgroups) X(wgpuComputePassEncoderEnd)                       \
-    X(wgpuComputePassEncoderRelease)
+    X(wgpuComputePassEncoderRelease)                                                               \
+    X(wgpuDeviceCreateQuerySet) X(wgpuQuerySetRelease) X(wgpuCommandEncoderResolveQuerySet)        \
+    X(wgpuComputePassEncoderWriteTimestamp) X(wgpuQueueGetTimestampPeriod)
 
 // One table of function pointers, filled once per process.
 struct WgpuApi {
