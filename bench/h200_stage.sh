@@ -2,8 +2,8 @@
 # Stage what bench/h200_webgpu.sh needs on a bare GPU machine that reaches no registry:
 #   bench/h200_stage.sh STAGE_DIR [GL_DIR]
 # STAGE_DIR/src.tar.gz   this commit's sources (engine, app without the bundled weights, shaders,
-#                        bench) plus .commit
-# STAGE_DIR/whl/         wgpu 0.32.0 (headers + libwgpu_native), pybind11 3, platformdirs, for
+#                        bench, tests/gguf_helpers.py for GGUF_MIX) plus .commit
+# STAGE_DIR/whl/         wgpu 0.32.0 (headers + libwgpu_native), pybind11 3, platformdirs, gguf (GGUF_MIX), for
 #                        CPython 3.12 manylinux x86_64
 # STAGE_DIR/pyinclude.tar.gz  Python 3.12 headers, used there only if the interpreter has none
 #                        (PYINCLUDE=path/to/include/python3.12)
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 stage=$(mkdir -p "$1" && cd "$1" && pwd)
 gl=${2:-}
 tmp=$(mktemp -d)
-git archive --format=tar HEAD CMakeLists.txt pyproject.toml LICENSE engine_ext app shaders bench sessions/workloads \
+git archive --format=tar HEAD CMakeLists.txt pyproject.toml LICENSE engine_ext app shaders bench sessions/workloads tests/gguf_helpers.py \
   ':(exclude)app/strata/models/*/model.safetensors' >"$tmp/src.tar"
 git rev-parse --short HEAD >"$tmp/.commit"
 tar -rf "$tmp/src.tar" -C "$tmp" .commit
@@ -23,7 +23,7 @@ rm -rf "$tmp"
 if ! ls "$stage"/whl/wgpu-0.32.0-*.whl >/dev/null 2>&1; then
   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d "$stage/whl" wgpu==0.32.0 "pybind11>=3,<4" platformdirs
+    -d "$stage/whl" wgpu==0.32.0 "pybind11>=3,<4" platformdirs gguf
 fi
 if [ -n "${PYINCLUDE:-}" ]; then
   tar -czf "$stage/pyinclude.tar.gz" -C "$(dirname "$PYINCLUDE")" "$(basename "$PYINCLUDE")"
