@@ -29,8 +29,9 @@
 #   BUILD=/tmp/strata-build  MODEL=/tmp/strata-model  OUT=/tmp/strata-out  WORK=/tmp/strata-work
 #   HF_DEVICE=cuda
 #   GGUF_FILES="" (quantized GGUF files to time on webgpu and cpu: T=1 decode, cost(T))
-#   GGUF_MIX="" (e.g. Q4_K_M: also write the anchor checkpoint as such a GGUF and time it; needs
-#   the `gguf` package, bench/webgpu_decode.py make-gguf)
+#   GGUF_MIX="" (e.g. "Q4_K_M Q8_0": also write the anchor checkpoint as such GGUFs and time them;
+#   needs the `gguf` package, bench/webgpu_decode.py make-gguf)  PROFILE_GGUF=0 (1: GPU time per
+#   kernel of each GGUF file too)  CPU=0 also skips the GGUF files' cpu decode
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -42,7 +43,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}"
+: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -192,15 +193,17 @@ done
 
 # 11. quantized GGUF files (the GGUF block formats' WGSL kernels) on webgpu and on cpu
 gguf_files=($GGUF_FILES)
-if [ -n "$GGUF_MIX" ] && [ -f "$MODEL/config.json" ]; then
-  step "[anchor] make a $GGUF_MIX GGUF" 120 $PY bench/webgpu_decode.py make-gguf "$MODEL" "$WORK/anchor-$GGUF_MIX.gguf" \
-    --mix "$GGUF_MIX" --label "anchor-$GGUF_MIX" --out "$RES" && gguf_files+=("$WORK/anchor-$GGUF_MIX.gguf")
-fi
+for mix in $GGUF_MIX; do
+  [ -f "$MODEL/config.json" ] && step "[anchor] make a $mix GGUF" 120 $PY bench/webgpu_decode.py make-gguf "$MODEL" \
+    "$WORK/anchor-$mix.gguf" --mix "$mix" --label "anchor-$mix" --out "$RES" && gguf_files+=("$WORK/anchor-$mix.gguf")
+done
 for f in "${gguf_files[@]}"; do
   label=$(basename "$f" .gguf)
   step "[$label] strata webgpu decode + window cost" 60 $PY bench/webgpu_decode.py strata "$f" --backend webgpu \
     --tokens "$TOKENS" --max-seconds 20 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$label" --out "$RES"
-  step "[$label] strata cpu decode + window cost" 45 $PY bench/webgpu_decode.py strata "$f" --backend cpu \
+  [ "$PROFILE_GGUF" = 1 ] && step "[$label] GPU profile" 60 $PY bench/webgpu_profile.py "$f" --windows 1,8 --reps 8 \
+    --warm-prompt "$WARM_PROMPT" --label "$label" --out "$RES"
+  [ "$CPU" = 1 ] && step "[$label] strata cpu decode + window cost" 45 $PY bench/webgpu_decode.py strata "$f" --backend cpu \
     --tokens "$TOKENS" --max-seconds 15 --window-cost 2,4,8,16 --label "$label" --out "$RES"
 done
 
