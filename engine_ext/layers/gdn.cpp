@@ -133,6 +133,47 @@ void GdnLayer::build_split_perm() {
             perm_[W1 + nv + h] = W1 + nv + f;
         }
     }
+    build_perm_copies();
+}
+
+// perm_ spelled as a few strided copies: q and k as they are; v and z whole, or (tiled) for each
+// i the value heads g*r + i of every key head g from the file's contiguous run i*nk..; b and a
+// from the fused [b(g) a(g)] pairs per key head, or (tiled) like the value heads. Checked against
+// perm_ column by column; any mismatch leaves perm_copies_ empty (the host permutation).
+void GdnLayer::build_perm_copies() {
+    const ModelSpec& s = env_.spec;
+    perm_copies_.clear();
+    if (perm_.empty()) return;
+    const int nk = s.lin_nk, nv = s.lin_nv, r = s.lin_nv / s.lin_nk, dv = s.lin_dv;
+    const int V = 2 * key_dim_, Z = conv_dim_, W1 = conv_dim_ + value_dim_;
+    std::vector<PermCopy> c = {{0, 0, 0, 0, 1, 2 * key_dim_}};
+    for (int base : {V, Z}) {
+        if (!s.lin_v_tiled) {
+            c.push_back({base, 0, base, 0, 1, value_dim_});
+        } else {
+            for (int i = 0; i < r; ++i) c.push_back({base + i * nk * dv, dv, base + i * dv, r * dv, nk, dv});
+        }
+    }
+    for (int which = 0; which < 2; ++which) {  // b, then a
+        const int dst = W1 + which * nv;
+        if (ba_fused_) {
+            c.push_back({W1 + which * r, 2 * r, dst, r, nk, r});
+        } else if (s.lin_v_tiled) {
+            for (int i = 0; i < r; ++i) c.push_back({dst + i * nk, 1, dst + i, r, nk, 1});
+        } else {
+            c.push_back({dst, 0, dst, 0, 1, nv});
+        }
+    }
+    std::vector<int> got(perm_.size(), -1);
+    for (const PermCopy& p : c)
+        for (int h = 0; h < p.heads; ++h)
+            for (int j = 0; j < p.dim; ++j) {
+                const size_t d = size_t(p.dst) + size_t(h) * p.dhs + j;
+                if (d >= got.size() || got[d] != -1) return;  // out of range or written twice
+                got[d] = p.src + h * p.shs + j;
+            }
+    if (got != perm_) return;
+    perm_copies_ = std::move(c);
 }
 
 // Per-head parameters of a tiled file into canonical order (the projections are permuted per
@@ -200,7 +241,13 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
             jobs.push_back({h, n, s.hidden, a_.w, nullptr, dst + conv_dim_ + value_dim_ + nv, W});
         }
         be.matmul(jobs);
-        if (!perm_.empty()) {  // GGUF head orders: a host permutation (rare layouts, not the fast path)
+        if (!perm_copies_.empty()) {  // GGUF head orders: strided copies where the data is
+            std::vector<Backend::CopyJob> cj;
+            cj.reserve(perm_copies_.size());
+            for (const PermCopy& p : perm_copies_)
+                cj.push_back({{raw + p.src, W, p.shs}, {P + p.dst, W, p.dhs}, n, p.heads, p.dim});
+            be.copy_many(cj);
+        } else if (!perm_.empty()) {  // a layout the copies do not cover: a host permutation
             be.to_host(raw, sizeof(float) * size_t(n) * W);
             for (int t = 0; t < n; ++t)
                 for (int c = 0; c < W; ++c) P[size_t(t) * W + c] = raw[size_t(t) * W + perm_[c]];

@@ -31,6 +31,7 @@ private:
     void fold(int keep);
     int file_head(int h) const;
     void build_split_perm();
+    void build_perm_copies();
     void untile_value_heads();
     void canonical_from_fused(const float* raw, float* P, int n);
     // hist_out = the last K-1 rows of [hist (K-1 rows); n rows at x (stride ldx)]
@@ -43,6 +44,13 @@ private:
     bool ba_fused_ = false;     // split q/k/v and z but fused b/a (qwen3next GGUF files)
     Linear out_;
     std::vector<int> perm_;     // split projections: canonical [q|k|v|z|b|a] index -> output index
+    // perm_ as strided copies (offsets in columns; src/dst head strides): one copy_many per run,
+    // which a GPU backend does where the data is. Empty where perm_ is (or the layout is unusual
+    // and perm_ takes the host path).
+    struct PermCopy {
+        int src, shs, dst, dhs, heads, dim;
+    };
+    std::vector<PermCopy> perm_copies_;
     std::vector<float> conv_w_; // [conv_dim][K]
     std::vector<float> A_, dt_bias_, norm_w_;
     // committed state
