@@ -13,6 +13,11 @@ carry a change (change_marks(): the characters that differ from the original, th
 after a deletion, and --mark-after tokens after each change), 0 elsewhere (prompts, chats, code).
 train.py --changed-weight reads them; the rows themselves do not depend on them.
 
+--rare-vocab N (v5): before the first pass, every eighth file is tokenized and the vocabulary
+pieces seen at most N times (rare_vocab()) are handed to file_tasks, whose renames and string
+literals then take them as new values half of the time (file_tasks.VOCAB_SHARE), so that tokens
+the corpus never uses still occur in rewrites as something to produce and to copy.
+
 Rows are seq_len+1 tokens. An edit/chat row starts with a whole example at position 0, takes
 further whole examples while they fit and is topped up from the code stream; about
 code_row_frac of the rows are pure code. Rows go to <out>/rows_NNNN.npy (uint16, written
