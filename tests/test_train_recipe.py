@@ -349,3 +349,50 @@ def test_changed_tokens_weigh_more_in_the_loss():
     assert (w[0][~keep[0]] == 0).all() and set(w[0].tolist()) == {0.0, 0.5, 1.0, 8.0}
     # the default objective (weights 1) is the plain answer mask
     assert torch.equal(train.loss_weights(keep, m[:, 1:], 1.0, 1.0), keep.float())
+
+
+def test_rare_vocabulary_pieces_become_new_names_and_literals_only_when_asked():
+    """v5: renames and string literals may take rare vocabulary pieces (tokens that never occur
+    in the training rows, e.g. held-out packages' names) as new values, so that every token is
+    trained as something to copy; the edit still does exactly what its spec says. Without
+    `vocab` (the held-out tasks) nothing changes, draw for draw."""
+    vocab = ("NetworkXError", " multigraph", "DiGraph", "\u2581\u2581\u2581\u2581", "\x07", "it's")
+    got = {"rename": set(), "literal": set()}
+    for seed in range(120):
+        for kind in ("rename", "literal"):
+            t = file_tasks.make_task(MODULE, kind, random.Random(seed), vocab)
+            plain = file_tasks.make_task(MODULE, kind, random.Random(seed))
+            assert plain == file_tasks.make_task(MODULE, kind, random.Random(seed), ())
+            if t is None:
+                continue
+            _, out, (spec,) = t
+            ast.parse(out)
+            if kind == "rename":
+                assert spec["old"] not in names(out) and spec["new"] in names(out)
+                assert re.sub(rf"\b{re.escape(spec['new'])}\b", spec["old"], out) == MODULE
+                got[kind].update(v.strip() for v in vocab if v.strip() in spec["new"])
+            elif spec["what"] == "string":
+                start = MODULE.index(spec["old"])
+                assert out == MODULE[:start] + spec["new"] + MODULE[start + len(spec["old"]):]
+                got[kind].update(v for v in vocab if spec["new"][1:-1] == v)
+    assert got["rename"] >= {"NetworkXError", "multigraph", "DiGraph"}
+    assert "\u2581\u2581\u2581\u2581" in got["literal"] and "\x07" not in got["literal"] and "it's" not in got["literal"]
+    # the held-out evaluation tasks never pass a vocabulary: same tasks as without one
+    row = {"path": "pkg/mod.py", "text": MODULE, "sha256": "0" * 64}
+    assert file_tasks.tasks_for_file(row, 2, 777) == file_tasks.tasks_for_file(row, 2, 777, vocab=())
+
+
+def test_rare_vocab_finds_the_pieces_a_corpus_never_uses():
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    texts = ["def f(x):\n    return x + 1\n", "import os\nprint(os.getcwd())\n"] * 3
+    rare = make_rows.rare_vocab(tok, texts, 0)
+    used = {tok.decode([i]) for t in texts for i in tok.encode(t).ids}
+    assert rare and not used & set(rare)
+    assert not set(prompts.SPECIAL_TOKENS) & set(rare)
+    assert all("\ufffd" not in r and r.strip() for r in rare)
+    assert len(rare) > tok.get_vocab_size() // 2  # nearly everything is rare in six lines
+    # every piece occurs at most 10**9 times: all of them but the whitespace-only ones
+    assert set(make_rows.rare_vocab(tok, texts, 10**9)) >= {u for u in used if u.strip()}

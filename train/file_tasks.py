@@ -21,6 +21,7 @@ import argparse
 import ast
 import gzip
 import json
+import keyword
 import random
 import re
 import sys
@@ -31,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import phrasing  # noqa: E402
-from rewrite_tasks import (MODULES, VERBS, WORDS, appended_function, functions, import_block,  # noqa: E402
+from rewrite_tasks import (BUILTIN_NAMES, MODULES, VERBS, WORDS, appended_function, functions, import_block,  # noqa: E402
                            iter_corpus, line_offsets, new_identifier, parses, tokens_of, without_lines)
 
 MAX_CHARS = 24_000
@@ -43,6 +44,33 @@ FROM_MODULES = (("typing", "Any"), ("typing", "Optional"), ("pathlib", "Path"),
                 ("collections", "defaultdict"), ("dataclasses", "dataclass"),
                 ("functools", "lru_cache"), ("itertools", "chain"), ("os.path", "join"),
                 ("collections", "OrderedDict"), ("contextlib", "contextmanager"))
+
+
+# Training only: the share of renames and string-literal edits whose new value is a rare piece
+# of the tokenizer's vocabulary (make_rows.rare_vocab). The tokenizer was trained on a corpus
+# that included the held-out packages, so tokens such as "NetworkX", "DiGraph" or "multigraph"
+# never occur in the training rows; v4 gives them probability ~0 even where the file it copies
+# has them, and one such token anywhere in a file makes the whole rewrite wrong.
+VOCAB_SHARE = 0.5
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def vocab_identifier(rng: random.Random, old: str, taken: set[str], vocab) -> str | None:
+    """A new name for `old` built from a rare vocabulary piece (leading space dropped), alone or
+    joined to a common word the way the old name is joined (CamelCase, snake_case), or None."""
+    pieces = [v.strip() for v in vocab if _IDENT.fullmatch(v.strip())]
+    for _ in range(10 if pieces else 0):
+        p = rng.choice(pieces)
+        w = rng.choice(WORDS)
+        if old[:1].isupper() and "_" not in old:
+            cand = rng.choice((p[:1].upper() + p[1:], w.capitalize() + p[:1].upper() + p[1:]))
+        else:
+            cand = rng.choice((p, f"{w}_{p}", f"{p}_{w}"))
+            if old.startswith("_") and not cand.startswith("_"):
+                cand = "_" + cand
+        if cand != old and cand not in taken and not keyword.iskeyword(cand) and cand not in BUILTIN_NAMES:
+            return cand
+    return None
 
 
 def _top_imports(tree: ast.Module):
@@ -116,7 +144,7 @@ def sort_imports(text, tree, toks, rng):
     return ({"kind": "sort_imports"}, out) if parses(out) else None
 
 
-def rename(text, tree, toks, rng):
+def rename(text, tree, toks, rng, vocab=()):
     names = [t.string for t in toks if t.type == tokenize.NAME]
     taken = set(names)
     defined = []
@@ -136,7 +164,8 @@ def rename(text, tree, toks, rng):
         pattern = re.compile(rf"(?<![\w]){re.escape(old)}(?![\w])")
         if len(pattern.findall(text)) != names.count(old):
             continue  # an occurrence in a string or comment: "everywhere" would be ambiguous
-        new = new_identifier(rng, old, taken)
+        new = vocab_identifier(rng, old, taken, vocab) if vocab and rng.random() < VOCAB_SHARE else None
+        new = new or new_identifier(rng, old, taken)
         if new is None:
             continue
         out = pattern.sub(new, text)
@@ -204,7 +233,7 @@ def add_docstring(text, tree, toks, rng):
     return None
 
 
-def literal(text, tree, toks, rng):
+def literal(text, tree, toks, rng, vocab=()):
     counts = {}
     for t in toks:
         if t.type in (tokenize.NUMBER, tokenize.STRING):
@@ -229,8 +258,12 @@ def literal(text, tree, toks, rng):
             m = re.fullmatch(r"([rbuRBU]?)(['\"])([A-Za-z0-9_ .:/-]{1,30})\2", s)
             if m is None:
                 continue
-            word = rng.choice(WORDS)
-            body = rng.choice((word, word.upper(), f"{word}_{rng.choice(WORDS)}", f"{word}-{rng.randint(1, 9)}"))
+            texts = [v for v in vocab if v.isprintable() and not set(v) & set("'\"\\")] if vocab else []
+            if texts and rng.random() < VOCAB_SHARE:
+                body = rng.choice(texts)
+            else:
+                word = rng.choice(WORDS)
+                body = rng.choice((word, word.upper(), f"{word}_{rng.choice(WORDS)}", f"{word}-{rng.randint(1, 9)}"))
             new = f"{m.group(1)}{m.group(2)}{body}{m.group(2)}"
             what = "string"
         if new == s or counts.get(new):
@@ -247,7 +280,7 @@ EDITS = {"add_import": add_import, "delete_import": delete_import, "sort_imports
          "add_docstring": add_docstring, "literal": literal}
 
 
-def apply(kind, text, rng):
+def apply(kind, text, rng, vocab=()):
     toks = tokens_of(text)
     if toks is None:
         return None
@@ -255,14 +288,16 @@ def apply(kind, text, rng):
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    result = EDITS[kind](text, tree, toks, rng)
+    result = EDITS[kind](text, tree, toks, rng, vocab) if vocab and kind in ("rename", "literal") \
+        else EDITS[kind](text, tree, toks, rng)
     if result is None or result[1] == text:
         return None
     return result
 
 
-def make_task(text: str, kind: str, rng: random.Random):
-    """(instruction, rewritten, specs) for one kind on a whole file, or None."""
+def make_task(text: str, kind: str, rng: random.Random, vocab=()):
+    """(instruction, rewritten, specs) for one kind on a whole file, or None. `vocab`: rare
+    vocabulary pieces (see VOCAB_SHARE) that renames and string literals may take as new values."""
     if kind == "unchanged":
         spec = {"kind": "unchanged"}
         return phrasing.phrase([spec], rng), text, [spec]
@@ -270,7 +305,7 @@ def make_task(text: str, kind: str, rng: random.Random):
         steps = rng.sample(SINGLE_KINDS, rng.choice((2, 2, 3)))
         specs, cur = [], text
         for k in steps:
-            r = apply(k, cur, rng)
+            r = apply(k, cur, rng, vocab)
             if r is None:
                 continue
             specs.append(r[0])
@@ -278,7 +313,7 @@ def make_task(text: str, kind: str, rng: random.Random):
         if len(specs) < 2:
             return None
         return phrasing.phrase(specs, rng), cur, specs
-    r = apply(kind, text, rng)
+    r = apply(kind, text, rng, vocab)
     if r is None:
         return None
     return phrasing.phrase([r[0]], rng), r[1], [r[0]]
@@ -302,8 +337,10 @@ def usable(row: dict, min_chars: int, max_chars: int) -> bool:
             and "\r" not in text and "\t" not in text and text.endswith("\n"))
 
 
-def tasks_for_file(row: dict, n: int, seed: int, kinds=KINDS) -> list[dict]:
-    """Up to n tasks of different kinds on one whole file (deterministic in seed and file)."""
+def tasks_for_file(row: dict, n: int, seed: int, kinds=KINDS, vocab=()) -> list[dict]:
+    """Up to n tasks of different kinds on one whole file (deterministic in seed and file).
+    `vocab` (training only; the held-out tasks never pass it): rare vocabulary pieces for
+    renames and string literals, see VOCAB_SHARE."""
     rng = random.Random(f"{seed}:{row['sha256']}")
     if not parses(row["text"]):
         return []
@@ -312,7 +349,7 @@ def tasks_for_file(row: dict, n: int, seed: int, kinds=KINDS) -> list[dict]:
     for kind in order:
         if len(out) >= n:
             break
-        t = make_task(row["text"], kind, rng)
+        t = make_task(row["text"], kind, rng, vocab)
         if t is None:
             continue
         instr, rewritten, specs = t

@@ -13,6 +13,11 @@ carry a change (change_marks(): the characters that differ from the original, th
 after a deletion, and --mark-after tokens after each change), 0 elsewhere (prompts, chats, code).
 train.py --changed-weight reads them; the rows themselves do not depend on them.
 
+--rare-vocab N (v5): before the first pass, every eighth file is tokenized and the vocabulary
+pieces seen at most N times (rare_vocab()) are handed to file_tasks, whose renames and string
+literals then take them as new values half of the time (file_tasks.VOCAB_SHARE), so that tokens
+the corpus never uses still occur in rewrites as something to produce and to copy.
+
 Rows are seq_len+1 tokens. An edit/chat row starts with a whole example at position 0, takes
 further whole examples while they fit and is topped up from the code stream; about
 code_row_frac of the rows are pure code. Rows go to <out>/rows_NNNN.npy (uint16, written
@@ -105,6 +110,21 @@ def change_marks(offsets, rewrite_start: int, spans, after: int = 0) -> np.ndarr
     return marks
 
 
+def rare_vocab(tokenizer, texts, max_count: int) -> list[str]:
+    """The vocabulary pieces that occur at most `max_count` times when `texts` are tokenized,
+    as text (file_tasks.VOCAB_SHARE says why): special tokens, and pieces that are not whole
+    characters on their own (a part of a UTF-8 sequence), left out. Sorted by id."""
+    counts = np.zeros(tokenizer.get_vocab_size(), dtype=np.int64)
+    for e in tokenizer.encode_batch(texts):
+        counts += np.bincount(np.asarray(e.ids, dtype=np.int64), minlength=len(counts))
+    out = []
+    for i in np.flatnonzero(counts <= max_count):
+        text = tokenizer.decode([int(i)], skip_special_tokens=False)
+        if text and "\ufffd" not in text and text not in prompts.SPECIAL_TOKENS and text.strip():
+            out.append(text)
+    return out
+
+
 def _init(tok_path: str) -> None:
     global _TOK
     from tokenizers import Tokenizer
@@ -114,13 +134,13 @@ def _init(tok_path: str) -> None:
 
 def work(job):
     """One chunk of files -> token arrays of edit examples, chats and code."""
-    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after = job
+    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after, vocab = job
     edits, spans, chats, code, kinds = [], [], [], [], {}
     for row in rows:
         rng = random.Random(f"mix:{seed}:{row['sha256']}")
         if file_tasks.usable(row, file_tasks.MIN_CHARS, max_chars):
             n = 2 if rng.random() < p_two else 1
-            for t in file_tasks.tasks_for_file(row, n, seed):
+            for t in file_tasks.tasks_for_file(row, n, seed, vocab=vocab):
                 edits.append(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
                 spans.append((len(prompts.edit_prompt(t["filename"], t["original"], t["instruction"])),
                               changed_spans(t["original"], t["rewritten"])))
@@ -214,14 +234,22 @@ def main() -> None:
     ap.add_argument("--code-row-frac", type=float, default=0.12)
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 4))
     ap.add_argument("--chunk", type=int, default=24)
+    ap.add_argument("--rare-vocab", type=int, default=0,
+                    help="renames and string literals may take as new values vocabulary pieces that occur at most "
+                         "this often in every eighth file of the corpus (rare_vocab; 0: never, v4 and before)")
     ap.add_argument("--mark-after", type=int, default=2,
                     help="marks: this many rewrite tokens after each change are marked changed too")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from tokenizers import Tokenizer
 
-    eos = Tokenizer.from_file(str(args.tok / "tokenizer.json")).token_to_id(prompts.ENDOFTEXT)
+    tokenizer = Tokenizer.from_file(str(args.tok / "tokenizer.json"))
+    eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     corpus = list(iter_corpus(args.corpus))
+    vocab = tuple(rare_vocab(tokenizer, [r["text"] for r in corpus[::8]], args.rare_vocab)) if args.rare_vocab else ()
+    counts_vocab = {"rare_vocab": len(vocab), "rare_vocab_sample": list(vocab[:40])}
+    if vocab:
+        print(f"{len(vocab)} rare vocabulary pieces, e.g. {list(vocab[:12])}", flush=True)
     packer = Packer(args.seq_len + 1, eos, args.code_row_frac, args.seed)
     shard, total_rows, kinds, t0 = 0, 0, {}, time.time()
     counts = {"edit_examples": 0, "chats": 0, "passes": 0}
@@ -242,7 +270,7 @@ def main() -> None:
             total_rows += len(arr)
             info = {"shards": shard, "rows": total_rows, "tokens": total_rows * (args.seq_len + 1),
                     "seconds": round(time.time() - t0, 1), "kinds": kinds, **counts, **packer.stats,
-                    "seq_len": args.seq_len, "seed": args.seed, "corpus_files": len(corpus),
+                    "seq_len": args.seq_len, "seed": args.seed, "corpus_files": len(corpus), **counts_vocab,
                     "args": {k: str(v) for k, v in vars(args).items()}}
             (args.out / "producer.json").write_text(json.dumps(info, indent=1))
             print(f"shard {shard}: {total_rows} rows, {time.time() - t0:.0f}s", flush=True)
@@ -253,7 +281,7 @@ def main() -> None:
             order = list(range(len(corpus)))
             random.Random(args.seed + p).shuffle(order)
             jobs = [([corpus[i] for i in order[s:s + args.chunk]], args.seed * 100 + p, args.p_two,
-                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after) for s in range(0, len(order), args.chunk)]
+                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after, vocab) for s in range(0, len(order), args.chunk)]
             counts["passes"] = p + 1
             for edits, chats, code, k in pool.imap(work, jobs):
                 for ids in code:
