@@ -183,11 +183,29 @@ def _subprocess_env(tmp_path, **extra):
     return env
 
 
+def _wait_reading_stdin(proc, timeout=60.0):
+    """Until the child blocks in read(0, ...) (Linux: /proc/PID/syscall), so a signal meets its own
+    handler, not Python's start-up on a loaded machine; elsewhere a fixed second."""
+    path = f"/proc/{proc.pid}/syscall"
+    if not os.path.exists(path):
+        time.sleep(1.0)
+        return
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            fields = open(path).read().split()
+        except OSError:
+            fields = []
+        if len(fields) > 1 and fields[0] in ("0", "63") and fields[1] == "0x0":  # read, fd 0 (x86-64, arm64)
+            return
+        time.sleep(0.05)
+
+
 def test_ctrl_c_exits_130(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "strata", "chat", "-m", "fake", "--no-input"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_subprocess_env(tmp_path))
-    time.sleep(1.0)  # it now waits for the message on stdin
+    _wait_reading_stdin(proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
