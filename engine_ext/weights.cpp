@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "window_model.h"
 
@@ -29,6 +32,48 @@ int64_t elements(const TensorRef& t) {
 }
 
 }  // namespace
+
+// Every window streams the dense weights (and its experts) from DRAM. On 4 KiB pages that
+// stream takes a TLB miss and a page walk every 4 KiB; on 2 MiB pages the same reads run
+// faster (bench/README.md, "Weights on huge pages"). The copies the engine makes (tensors that
+// do not start on a 64-byte boundary, as in checkpoints written by transformers, and f16
+// converted to f32) therefore live in anonymous chunks that ask for transparent huge pages
+// (MADV_HUGEPAGE: the default "madvise" mode of Linux gives them only when asked).
+// STRATA_HUGE_PAGES=0 leaves them on small pages (for comparisons).
+namespace {
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kChunkBytes = size_t(64) << 20;
+bool want_huge_pages() {
+    const char* v = std::getenv("STRATA_HUGE_PAGES");
+    return !(v && std::strcmp(v, "0") == 0);
+}
+}  // namespace
+
+WeightSource::CopyArena::~CopyArena() {
+    for (auto& c : chunks_) munmap(c.base, c.len);
+}
+
+uint8_t* WeightSource::CopyArena::alloc(size_t nbytes) {
+    const size_t need = (nbytes + 63) / 64 * 64;
+    if (chunks_.empty() || chunks_.back().len - chunks_.back().used < need) {
+        const size_t len = std::max(kChunkBytes, (need + kHugePage - 1) / kHugePage * kHugePage);
+        // over-map by one huge page so that the chunk can start on a 2 MiB boundary
+        void* raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) throw std::bad_alloc();
+        uint8_t* r = static_cast<uint8_t*>(raw);
+        uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(r) + kHugePage - 1) / kHugePage * kHugePage);
+        if (base > r) munmap(r, size_t(base - r));
+        if (base + len < r + len + kHugePage) munmap(base + len, size_t(r + len + kHugePage - (base + len)));
+#ifdef MADV_HUGEPAGE
+        if (want_huge_pages()) madvise(base, len, MADV_HUGEPAGE);
+#endif
+        chunks_.push_back({base, len, 0});
+    }
+    Chunk& c = chunks_.back();
+    uint8_t* p = c.base + c.used;
+    c.used += need;
+    return p;
+}
 
 std::string layer_name(int l, const char* rest) { return "layers." + std::to_string(l) + "." + rest; }
 
@@ -109,11 +154,7 @@ MatView WeightSource::mat(const std::string& name, int rows, int cols) {
     const uint8_t* p = bytes(t, nbytes);
     check_finite(t, f, p, n);
     // owned copies are 64-byte aligned (whole cache lines per vector load)
-    auto alloc = [&](size_t nb) {
-        owned_.emplace_back(nb + 64);
-        uint8_t* q = owned_.back().data();
-        return q + (64 - reinterpret_cast<uintptr_t>(q) % 64) % 64;
-    };
+    auto alloc = [&](size_t nb) { return owned_.alloc(nb); };
     if (f == WFormat::F16) {
         float* dst = reinterpret_cast<float*>(alloc(size_t(n) * 4));
         for (int64_t i = 0; i < n; ++i) {

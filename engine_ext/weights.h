@@ -36,7 +36,23 @@ private:
     std::vector<TensorRef> tensors_;
     std::unordered_map<std::string, size_t> index_;
     std::unordered_map<std::string, Mapping> maps_;
-    std::vector<std::vector<uint8_t>> owned_;  // converted / realigned copies
+    // Converted / realigned copies, 64-byte aligned, on transparent huge pages (weights.cpp).
+    class CopyArena {
+    public:
+        CopyArena() = default;
+        CopyArena(const CopyArena&) = delete;
+        CopyArena& operator=(const CopyArena&) = delete;
+        ~CopyArena();
+        uint8_t* alloc(size_t nbytes);
+
+    private:
+        struct Chunk {
+            uint8_t* base;
+            size_t len, used;
+        };
+        std::vector<Chunk> chunks_;
+    };
+    CopyArena owned_;
 };
 
 // A projection: weights and an optional bias.

@@ -31,10 +31,30 @@ def test_time_greedy_follows_the_argmax():
     assert toks == [1, 2, 3, 0, 1] and out_tps > 0
 
 
+def _cpu_s_of(pid: int) -> float | None:
+    """utime + stime of a running process from /proc (None where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_busy_process_runs_and_is_reaped():
     c0 = benchlib.children_cpu_s()
     with benchlib.busy_process() as procs:
-        time.sleep(0.3)
+        # wait for the busy loop's CPU time itself, not a fixed sleep: on a loaded machine the
+        # child may get a fraction of a core
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            used = _cpu_s_of(procs[0].pid)
+            if used is None:
+                time.sleep(0.3)
+                break
+            if used > 0.15:
+                break
+            time.sleep(0.05)
         assert all(p.poll() is None for p in procs)
     assert all(p.returncode is not None for p in procs)
     assert benchlib.children_cpu_s() - c0 > 0.1  # its CPU time is ours, not "other processes"

@@ -66,10 +66,10 @@ inline __m512 hsum16x16(const __m512* v) {
 
 // What a tile prefetches of the weight stream while it computes (see matmul_range_t).
 //   kPfShift: its own lines, kPrefetchShift bytes further on (8 KiB: 4 rows of a 512-column f32
-//             matrix), one prefetch per line it reads, into L1: tiles that read each weight
-//             once (T < 4);
-//   kPfShare: `n` lines from `p` on, spread evenly over its column steps, into L2: tiles that
-//             share a block of weight rows over several passes (T >= 4).
+//             matrix), one prefetch per line it reads, into L1: the tiles of the last 1-7 rows
+//             of a range;
+//   kPfShare: `n` lines from `p` on, spread evenly over its column steps, into L2: the tiles
+//             of a block of 8 weight rows, which share the prefetch of the block two ahead.
 enum PfMode : int { kPfNone = 0, kPfShift = 1, kPfShare = 2 };
 struct Prefetch {
     const char* p = nullptr;
@@ -168,17 +168,29 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
     //
     // Prefetch (the hardware streamers alone stop at 4 KB pages): a window of T >= 4 rows reads
     // a block of weight rows once, then computes on it for T/4 passes. Prefetching only in the
-    // reading pass (as T < 4 does) would leave memory idle for the other passes and add the
-    // reads to the compute instead of hiding them under it; so the block's tile calls share
-    // the prefetch of the block two ahead (the rows of a range are one contiguous stream),
-    // each a slice spread over its column steps: memory runs at the pace of the compute.
+    // reading pass would leave memory idle for the other passes and add the reads to the
+    // compute instead of hiding them under it; so the block's tile calls share the prefetch of
+    // the block two ahead (the rows of a range are one contiguous stream), each a slice spread
+    // over its column steps: memory runs at the pace of the compute.
     // Measured on cold 1536x512 f32 (one thread): T=16 0.25 -> 0.21 ms, T=2 0.12 -> 0.10 ms.
+    // T < 4 (decode) takes the same scheme: its tiles used to prefetch their own lines 8 KiB
+    // on, i.e. 4 rows ahead, so half of each block's rows were requested only when they were
+    // read and the stream ran latency-bound (the cold 32000x512 head took longer at T=2 and 3
+    // than at T=4). Sequential lines of the block two ahead: head T=1 4.50 -> 3.15 ms, T=2
+    // 5.88 -> 2.84 ms, T=3 6.19 -> 2.57 ms (bench/matmul_ab.py, one thread, loaded machine).
     const size_t rb = size_t(ldw) * sizeof(WT);
     const char* const stream_end = reinterpret_cast<const char*>(W) + size_t(r1) * rb;
     const int groups4 = T / 4, groups2 = (T % 4) / 2, singles = T % 2;
     const int calls = 2 * groups4 + 2 * groups2 + singles;  // tile calls per 8-row block
     const Prefetch sh{};
     int r = r0;
+    if constexpr (kPrefetch) {
+        // the stream starts cold: the blocks below prefetch two ahead, so fetch the second
+        // block now (the first is read at once)
+        const char* p = reinterpret_cast<const char*>(W) + size_t(r0 + 8) * rb;
+        const char* e = std::min(stream_end, p + 8 * rb);
+        for (; p < e; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+    }
     for (; r + 8 <= r1; r += 8) {
         const char* pf0 = reinterpret_cast<const char*>(W) + size_t(r + kPrefetchAheadRows) * rb;
         int lines = pf0 < stream_end ? int(std::min<size_t>(8 * rb, size_t(stream_end - pf0)) / 64) : 0;
@@ -194,10 +206,11 @@ void matmul_range_t(const float* X, int T, int ldx, const WT* W, int ldw, int co
             tile<4, 4, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, share());
         }
         for (; t + 2 <= T; t += 2) {
-            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
-            tile<4, 2, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, sh);
+            tile<4, 2, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, share());
+            tile<4, 2, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r + 4, share());
         }
-        for (; t < T; ++t) tile<8, 1, kShift>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, sh);
+        for (; t < T; ++t)
+            tile<8, 1, kShare>(X + size_t(t) * ldx, ldx, W, ldw, cols, bias, Y + size_t(t) * ldy, ldy, r, share());
     }
     for (; r + 4 <= r1; r += 4) {
         int t = 0;

@@ -1,0 +1,196 @@
+"""End-to-end T=1 decode and window costs of two or more engine builds, side by side.
+
+For each round and build, a fresh process loads the checkpoint, prefills 64 random ids, and times
+T=1 steps over benchlib's fixed random token stream (best of 3 passes: wall ms and process CPU ms
+per token); with --windows it also times benchlib.window_rounds (the procedure of
+window_cost.py and vs_anchors.py: T = 1..16 from a restored 256-token prefix) and prints
+cost(T)/cost(1) and its excess over the bytes floor. Builds alternate within each round (and the
+order flips every round), so slow phases of a shared machine hit all of them; the summary gives
+medians over rounds and each round's paired decode ratio to the first build.
+
+    python bench/decode_ab.py MODEL_DIR build/dev-base build/dev-new [--threads 2] [--rounds 4]
+        [--windows] ["build/dev-new@STRATA_HUGE_PAGES=0"] [llama --gguf F --llama-python PY]
+
+A build is a dev-build folder (scripts/dev-build.sh NAME), "installed", or "llama" (llama.cpp
+on --gguf through --llama-python, as in vs_anchors.py); "@K=V,K2=V2" after a build sets
+environment variables for its processes. With --threads 1 the windows are timed by CPU time
+(immune to other processes taking the core, not to their memory traffic); read only ratios
+that repeat across rounds on a loaded machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def _decode_and_windows(prefill, step, restore_point, window, accept, window_bytes, vocab, threads, steps, windows,
+                        wrounds) -> dict:
+    sys.path.insert(0, HERE)
+    import numpy as np
+
+    import benchlib
+
+    prefix, wids = benchlib.window_tokens(vocab)
+    stream = benchlib.random_stream(vocab, steps + 20)
+    best_w = best_c = float("inf")
+    for _ in range(3):
+        prefill(prefix[:64])
+        for t in stream[:20]:
+            step(t)
+        c0, w0 = time.process_time(), time.perf_counter()
+        for t in stream[20:]:
+            int(np.argmax(step(t)))
+        best_w = min(best_w, (time.perf_counter() - w0) / steps)
+        best_c = min(best_c, (time.process_time() - c0) / steps)
+    out = {"dec_wall_ms": best_w * 1e3, "dec_cpu_ms": best_c * 1e3}
+    if windows:
+        prefill(prefix)
+        restore = restore_point()
+        clock = time.process_time if threads == 1 else time.perf_counter
+        r = benchlib.window_rounds(restore, window, accept, wids, wrounds, clock, window_bytes)
+        out["cost_ms"] = {str(T): v for T, v in r["cost_ms"].items()}
+        out["ratio"] = {str(T): v for T, v in r["ratio"].items()}
+        out["excess"] = {str(T): v for T, v in r.get("excess", {}).items()}
+    return out
+
+
+def child_strata(model, threads, steps, windows, wrounds) -> dict:
+    sys.path.insert(0, HERE)
+    import benchlib
+
+    strata = benchlib.import_strata()
+    eng = strata.load(model, threads=threads)
+
+    def prefill(ids):
+        eng.reset()
+        eng.run(ids, last_only=True)
+        eng.commit(len(ids))
+
+    def step(t):
+        out = eng.run([t])
+        eng.commit(1)
+        return out[0]
+
+    def restore_point():
+        st = eng.save_state()
+        return lambda: eng.load_state(st)
+
+    return _decode_and_windows(prefill, step, restore_point, eng.run, eng.commit,
+                               lambda T: float(eng.last_telemetry().get("weight_bytes") or 0) or None,
+                               eng.vocab_size, threads, steps, windows, wrounds)
+
+
+def child_llama(model, threads, steps, windows, wrounds, gguf) -> dict:
+    sys.path.insert(0, HERE)
+    import vs_anchors
+
+    ad = vs_anchors.LlamaAdapter(model, threads, gguf, "f32")
+
+    def prefill(ids):
+        ad.reset()
+        ad.prefill(ids)
+
+    def restore_point():
+        snap = ad.snapshot()
+        return lambda: ad.restore(snap)
+
+    return _decode_and_windows(prefill, ad.step, restore_point, ad.window, ad.accept, None, ad.vocab, threads,
+                               steps, windows, wrounds)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("builds", nargs="+")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=150, help="timed T=1 steps per pass")
+    ap.add_argument("--windows", action="store_true", help="also time windows T = 1, 2, 4, 8, 16")
+    ap.add_argument("--wrounds", type=int, default=6, help="window rounds per process")
+    ap.add_argument("--gguf", help="GGUF for the llama build")
+    ap.add_argument("--llama-python", help="interpreter with llama-cpp-python (for the llama build)")
+    ap.add_argument("--json-out")
+    ap.add_argument("--child", choices=["strata", "llama"], help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        if a.child == "llama":
+            out = child_llama(a.model, a.threads, a.steps, a.windows, a.wrounds, a.gguf)
+        else:
+            out = child_strata(a.model, a.threads, a.steps, a.windows, a.wrounds)
+        print("RESULT " + json.dumps(out))
+        return
+    res = {b: [] for b in a.builds}
+    for r in range(a.rounds):
+        for b in (a.builds if r % 2 == 0 else a.builds[::-1]):
+            path, _, extra = b.partition("@")
+            env = dict(os.environ)
+            exe, kind = sys.executable, "strata"
+            if path == "llama":
+                if not (a.gguf and a.llama_python):
+                    sys.exit("decode_ab: the llama build needs --gguf and --llama-python")
+                exe, kind = a.llama_python, "llama"
+            elif path == "installed":
+                env.pop("STRATA_DEV_BUILD", None)
+            else:
+                env["STRATA_DEV_BUILD"] = path
+                env["PYTHONPATH"] = os.path.join(REPO, "app")
+            for kv in filter(None, extra.split(",")):
+                k, _, v = kv.partition("=")
+                env[k] = v
+            load = os.getloadavg()[0]
+            cmd = [exe, os.path.abspath(__file__), a.model, path, "--child", kind, "--threads", str(a.threads),
+                   "--steps", str(a.steps), "--wrounds", str(a.wrounds)] + (["--windows"] if a.windows else [])
+            if a.gguf:
+                cmd += ["--gguf", a.gguf]
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not line:
+                print(f"round {r} {b}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
+                continue
+            d = json.loads(line[0][len("RESULT "):])
+            d["load"] = load
+            res[b].append(d)
+            print(f"round {r} {b}: load {load:.1f}, decode {d['dec_wall_ms']:.3f} ms wall, "
+                  f"{d['dec_cpu_ms']:.3f} ms CPU", flush=True)
+    print(f"\n{a.threads} thread(s), {a.rounds} rounds, medians; load average {min(d['load'] for v in res.values() for d in v):.1f}-"
+          f"{max(d['load'] for v in res.values() for d in v):.1f}\n")
+    head = "| build | decode ms/token (wall) | decode ms/token (CPU) |"
+    if a.windows:
+        head += " cost(1) ms | cost(2/4/8/16)/cost(1) | over the bytes floor |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for b, ds in res.items():
+        if not ds:
+            continue
+        row = (f"| {b} | {statistics.median(d['dec_wall_ms'] for d in ds):.3f} | "
+               f"{statistics.median(d['dec_cpu_ms'] for d in ds):.3f} |")
+        if a.windows:
+            ts = [T for T in ds[0]["ratio"] if T != "1"]
+            rat = " / ".join(f"{statistics.median(d['ratio'][T] for d in ds):.2f}" for T in ts)
+            ex = []
+            for T in ts:
+                v = [d["excess"][T] for d in ds if d.get("excess", {}).get(T) is not None]
+                ex.append(f"{100 * statistics.median(v):+.0f}%" if v else "n/a")
+            row += f" {statistics.median(d['cost_ms']['1'] for d in ds):.2f} | {rat} | {' / '.join(ex)} |"
+        print(row)
+    base = a.builds[0]
+    for b in a.builds[1:]:
+        rs = [x["dec_wall_ms"] / y["dec_wall_ms"] for x, y in zip(res[base], res[b])]
+        if rs:
+            print(f"\ndecode time {base} / {b} per round: " + " ".join(f"{v:.2f}" for v in rs)
+                  + f" (median {statistics.median(rs):.2f})")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
