@@ -207,6 +207,8 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
                                  std::to_string(Kernels::kMaxStorageBuffers));
     const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
     fuse_ = !(fuse && std::string(fuse) == "0");
+    const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
+    quant_gather_ = !(qg && std::string(qg) == "0");
 }
 
 namespace {
@@ -450,10 +452,30 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         BufferPtr xq;
         uint64_t submits = 0;  // a temporary lives until the next wait: requantize after one
     } qx;
+    // consecutive block-format jobs over that one quantized x, without bias, whose y lie in one
+    // device array away from x: one matmul_quant_gathered dispatch (q/k/v, gate/up)
+    std::vector<Kernels::QuantJob> qgroup;
+    std::vector<const Buffer*> qgroup_buffers;
+    uint32_t qgroup_chunks = 0;
+    BufferPtr qy;
+    auto emit_quant = [&] {
+        if (qgroup.empty()) return;
+        if (qgroup.size() == 1) {
+            kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(qx.T), *qgroup[0].m, BufRef(qy), qgroup[0].y_off,
+                                   qgroup[0].y_stride);
+        } else {
+            kernels_->matmul_quant_gathered(rec_, BufRef(qx.xq), uint32_t(qx.T), BufRef(qy), qgroup);
+        }
+        qgroup.clear();
+        qgroup_buffers.clear();
+        qgroup_chunks = 0;
+        submit_early();
+    };
     BufferPtr gx, gy;
     uint32_t g_cols = 0;
     WFormat g_format = WFormat::F32;
     auto emit = [&] {
+        emit_quant();
         if (group.size() == 1) {
             const Kernels::GatherJob& j = group[0];
             kernels_->matmul(rec_, BufRef(gx), j.T, *j.m, BufRef(gy), j.x_off, j.x_stride, j.y_off, j.y_stride);
@@ -485,8 +507,46 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             group.push_back(at.job);
             continue;
         }
-        emit();
         const GpuMatrix& m = weights(job.W);
+        if (is_quant(m.format) && fuse_ && quant_gather_ && !job.bias) {
+            uint64_t yo = 0;
+            const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
+            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+            const bool apart = !(y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4);
+            if (ry && apart && yo / 4 <= UINT32_MAX) {
+                const bool same_x = qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx &&
+                                    qx.cols == job.W.cols && qx.format == m.format && qx.submits == submits_;
+                std::vector<const Buffer*> nb = qgroup_buffers;
+                for (const auto& c : m.chunks)
+                    if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
+                const bool fits = same_x && !qgroup.empty() && ry->buf == qy &&
+                                  qgroup_chunks + m.chunks.size() <= Kernels::kQuantGatherEntries &&
+                                  nb.size() <= Kernels::kGatherBuffers;
+                if (!fits) {
+                    emit();
+                    if (!same_x || qx.submits != submits_) {
+                        OpArgs a(*this);
+                        uint32_t x_off = 0;
+                        BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+                        qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
+                              temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
+                        kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T),
+                                                uint32_t(job.W.cols), m.format, BufRef(qx.xq));
+                    }
+                    qy = ry->buf;
+                    nb.clear();
+                    for (const auto& c : m.chunks)
+                        if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
+                }
+                if (m.chunks.size() <= Kernels::kQuantGatherEntries && nb.size() <= Kernels::kGatherBuffers) {
+                    qgroup_buffers = std::move(nb);
+                    qgroup_chunks += uint32_t(m.chunks.size());
+                    qgroup.push_back({&m, uint32_t(yo / 4), uint32_t(job.ldy)});
+                    continue;
+                }
+            }
+        }
+        emit();
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
         if (is_quant(m.format)) {
