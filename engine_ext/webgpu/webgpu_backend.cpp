@@ -458,6 +458,14 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::vector<const Buffer*> qgroup_buffers;
     uint32_t qgroup_chunks = 0;
     BufferPtr qy;
+    // formats whose activation blocks are the same (K-quants: Q8_K with code sums; Q8_0 / Q5_0:
+    // Q8_0) share one quantized x (attention's Q6_K v beside Q4_K q and k)
+    auto same_act = [&](WeightFormat a, WeightFormat b) {
+        if (a == b) return true;
+        if (!fuse_ || !quant_gather_) return false;
+        const QuantLayout &La = quant_layout(a), &Lb = quant_layout(b);
+        return La.block_elems == Lb.block_elems && La.act_sums == Lb.act_sums;
+    };
     auto emit_quant = [&] {
         if (qgroup.empty()) return;
         if (qgroup.size() == 1) {
@@ -515,11 +523,11 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             const bool apart = !(y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4);
             if (ry && apart && yo / 4 <= UINT32_MAX) {
                 const bool same_x = qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx &&
-                                    qx.cols == job.W.cols && qx.format == m.format && qx.submits == submits_;
+                                    qx.cols == job.W.cols && same_act(qx.format, m.format) && qx.submits == submits_;
                 std::vector<const Buffer*> nb = qgroup_buffers;
                 for (const auto& c : m.chunks)
                     if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
-                const bool fits = same_x && !qgroup.empty() && ry->buf == qy &&
+                const bool fits = same_x && !qgroup.empty() && ry->buf == qy && qgroup[0].m->format == m.format &&
                                   qgroup_chunks + m.chunks.size() <= Kernels::kQuantGatherEntries &&
                                   nb.size() <= Kernels::kGatherBuffers;
                 if (!fits) {
@@ -551,7 +559,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
         if (is_quant(m.format)) {
             if (!(qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
-                  qx.format == m.format && qx.submits == submits_)) {
+                  same_act(qx.format, m.format) && qx.submits == submits_)) {
                 BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
                 qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
                       temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
