@@ -92,6 +92,11 @@ public:
     static constexpr uint32_t kGatherJobs = 128;
     static constexpr uint32_t kGatherBuffers = 4;
     static bool gather_ok(const GpuMatrix& m);
+    // The same for single-chunk f32 matrices (matmul_f32_gathered.wgsl: GGUF's router and shared
+    // expert gate), at most kGatherF32Jobs, each row equal to matmul's bit for bit.
+    static constexpr uint32_t kGatherF32Jobs = 16;
+    static bool gather_f32_ok(const GpuMatrix& m);
+    void matmul_f32_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
     void matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
     // Matrices chosen on the device (matmul_gathered.wgsl's matmul_half_v4_routed): for each of
     // `pairs` (token, rank) pairs, expert ids[ids_off + p] and its matrices from `table` ((buffer

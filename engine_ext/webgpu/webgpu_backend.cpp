@@ -424,9 +424,11 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
 }
 
 bool WebGpuBackend::gatherable(const MatJob& job, GatherPlace& at) {
-    if (!fuse_ || job.bias || (job.W.format != WFormat::F16 && job.W.format != WFormat::BF16)) return false;
+    if (!fuse_ || job.bias) return false;
+    const bool f32 = job.W.format == WFormat::F32 && quant_gather_;  // GGUF's f32 router and shared gate
+    if (job.W.format != WFormat::F16 && job.W.format != WFormat::BF16 && !f32) return false;
     at.m = &weights(job.W);
-    if (!Kernels::gather_ok(*at.m)) return false;
+    if (f32 ? !Kernels::gather_f32_ok(*at.m) : !Kernels::gather_ok(*at.m)) return false;
     uint64_t xo = 0, yo = 0;
     const Region* rx = find(job.X, (uint64_t(job.T - 1) * job.ldx + job.W.cols) * 4, xo);
     const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
@@ -487,6 +489,8 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         if (group.size() == 1) {
             const Kernels::GatherJob& j = group[0];
             kernels_->matmul(rec_, BufRef(gx), j.T, *j.m, BufRef(gy), j.x_off, j.x_stride, j.y_off, j.y_stride);
+        } else if (!group.empty() && g_format == WFormat::F32) {
+            kernels_->matmul_f32_gathered(rec_, BufRef(gx), BufRef(gy), group);
         } else if (!group.empty()) {
             kernels_->matmul_gathered(rec_, BufRef(gx), BufRef(gy), group);
         }
@@ -501,7 +505,8 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             const Buffer* wb = at.m->chunks[0].buffer.get();
             bool new_buffer = std::find(group_buffers.begin(), group_buffers.end(), wb) == group_buffers.end();
             bool fits = !group.empty() && at.x == gx && at.y == gy && job.W.cols == int(g_cols) &&
-                        job.W.format == g_format && group.size() < Kernels::kGatherJobs &&
+                        job.W.format == g_format &&
+                        group.size() < (g_format == WFormat::F32 ? Kernels::kGatherF32Jobs : Kernels::kGatherJobs) &&
                         (!new_buffer || group_buffers.size() < Kernels::kGatherBuffers);
             if (!fits) {
                 emit();
