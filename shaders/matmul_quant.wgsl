@@ -511,3 +511,54 @@ fn matmul_quant_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(w
     if (lid % LANES == 0u) { y[y0 + pr * rp.y_stride + n0 + rw] = combined(rw, 0u); }
     if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[pr] = e; }
 }
+
+// matmul_quant of several matrices of one format and width over one quantized x (q/k/v, a
+// shared expert's gate and up) in one dispatch. Entry i is one weight chunk: workgroups
+// first .. of the dispatch compute its rows, RPW per workgroup, through row_dots and combined as
+// matmul_quant does (the same rows, the same code), writing row n for x row t to
+// y[y_off + t * y_stride + col0 + n]. Workgroup g takes the last entry whose first is <= g.
+struct GatherEntry {
+    w: vec4<u32>,  // (first workgroup, rows, weight binding, first word of the chunk)
+    y: vec4<u32>,  // (y_off, y_stride, col0, -)
+}
+struct GatherParams {
+    T: u32,
+    K: u32,
+    row_words: u32,
+    groups_x: u32,
+    total_groups: u32,
+    n_entries: u32,
+    d_off: u32,
+    e_off: u32,
+    entries: array<GatherEntry, {{MAX_JOBS}}>,
+}
+@group(0) @binding(0) var<uniform> gp: GatherParams;
+
+@compute @workgroup_size({{WG}})
+fn matmul_quant_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let g = wid.y * gp.groups_x + wid.x;
+    if (g >= gp.total_groups) { return; }
+    var i = 0u;
+    for (var k = 1u; k < gp.n_entries; k++) {
+        if (gp.entries[k].w.x <= g) { i = k; }
+    }
+    let e = gp.entries[i];
+    let rw = lid / LANES;
+    let n = (g - e.w.x) * RPW + rw;
+    let live = n < e.w.y;
+    wbuf = e.w.z;
+    act_k = gp.K;
+    act_doff = gp.d_off;
+    act_eoff = gp.e_off;
+    let nb = gp.K / select(256u, 32u, LANES == 32u);
+    for (var t0 = 0u; t0 < gp.T; t0 += TB) {
+        let nt = min(TB, gp.T - t0);
+        row_dots(lid, live, e.w.w + n * gp.row_words, nb, t0, nt);
+        workgroupBarrier();
+        if (live && lid % LANES == 0u) {
+            for (var j = 0u; j < nt; j++) { y[e.y.x + (t0 + j) * e.y.y + e.y.z + n] = combined(rw, j); }
+        }
+        workgroupBarrier();
+    }
+}

@@ -272,3 +272,28 @@ def test_activation_blocks_and_integer_dots_equal_the_cpus(fmt):
         want = ops.matmul("cpu", x, raw, fmt, 40, cols)
         got = ops.matmul("webgpu", x, raw, fmt, 40, cols)
         np.testing.assert_array_equal(got, want, err_msg=f"{fmt} cols={cols}")
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1")])
+def test_gathered_quantized_matmuls_change_no_bit(ggufs, arch, mix, monkeypatch):
+    """The block-format jobs of one matmul call over one x (q/k/v, the shared expert's gate and
+    up) run as one matmul_quant_gathered dispatch over one quantize_rows, the f32 router and
+    shared gate as one matmul_f32_gathered: every logit equals the one-dispatch-per-job path's (STRATA_WEBGPU_QUANT_GATHER=0) bit for bit, with fewer
+    dispatches per window."""
+    path = ggufs[(arch, mix)]
+    gathered = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.setenv("STRATA_WEBGPU_QUANT_GATHER", "0")
+    single = strata.load(path, threads=1, backend="webgpu")
+    monkeypatch.delenv("STRATA_WEBGPU_QUANT_GATHER")
+    for eng in (gathered, single):
+        eng.run(PROMPT)
+        eng.commit(len(PROMPT))
+    for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
+        before, single_before = gathered.backend_counters()["dispatches"], single.backend_counters()["dispatches"]
+        np.testing.assert_array_equal(np.array(gathered.run(window)), np.array(single.run(window)))
+        fewer = (single.backend_counters()["dispatches"] - single_before) - (
+            gathered.backend_counters()["dispatches"] - before)
+        # per layer at least one (q/k/v or gate/up); qwen3_next: also its f32 router with the shared gate
+        assert fewer >= (8 if arch == "qwen3_next" else 4), (window, fewer)
+        gathered.commit(keep)
+        single.commit(keep)

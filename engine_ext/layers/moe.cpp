@@ -84,10 +84,10 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     float* shg = sc.alloc<float>(size_t(n) * SI);
     float* shu = sc.alloc<float>(size_t(n) * SI);
     std::vector<MatJob> jobs = {{h, n, H, router_.w, nullptr, logits, E}};
-    if (has_shared_) {
+    if (has_shared_) {  // the shared gate next to the router: a GGUF file keeps both in f32 (one dispatch)
+        jobs.push_back({h, n, H, shared_gate_.w, nullptr, sg, 1});
         jobs.push_back({h, n, H, gate_.w, nullptr, shg, SI});
         jobs.push_back({h, n, H, up_.w, nullptr, shu, SI});
-        jobs.push_back({h, n, H, shared_gate_.w, nullptr, sg, 1});
     }
     be.matmul(jobs);
     int* idx = sc.alloc<int>(size_t(n) * k);

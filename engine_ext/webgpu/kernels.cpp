@@ -255,6 +255,63 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     }
 }
 
+bool Kernels::gather_f32_ok(const GpuMatrix& m) {
+    return m.format == WeightFormat::F32 && m.chunks.size() == 1 && m.row_words == m.cols && m.chunks[0].offset % 4 == 0;
+}
+
+void Kernels::matmul_f32_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs) {
+    check(!jobs.empty() && jobs.size() <= kGatherF32Jobs, "matmul_f32_gathered",
+          "1.." + std::to_string(kGatherF32Jobs) + " jobs");
+    const GpuMatrix& m0 = *jobs[0].m;
+    struct Entry {
+        uint32_t first_row, rows, buffer, word;
+        uint32_t T, x_off, x_stride, pad0;
+        uint32_t y_off, y_stride, col0, pad1;
+    };
+    struct {
+        uint32_t K, row_words, groups_x, total_rows, n_entries, pad[3];
+        Entry e[kGatherF32Jobs];
+    } p{};
+    std::vector<BufRef> bound;
+    uint64_t rows = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const GatherJob& j = jobs[i];
+        const GpuMatrix& m = *j.m;
+        check(gather_f32_ok(m) && m.cols == m0.cols, "matmul_f32_gathered", "single-chunk f32 matrices of one width");
+        check(j.T > 0 && j.x_stride >= m.cols && j.y_stride >= m.rows, "matmul_f32_gathered", "rows and strides");
+        need(x, j.x_off + uint64_t(j.T - 1) * j.x_stride + m.cols, "matmul_f32_gathered", "x");
+        need(y, j.y_off + uint64_t(j.T - 1) * j.y_stride + m.rows, "matmul_f32_gathered", "y");
+        const GpuMatrix::Chunk& c = m.chunks[0];
+        uint32_t b = 0;
+        while (b < bound.size() && bound[b].buf != c.buffer) ++b;
+        if (b == bound.size()) {
+            check(bound.size() < kGatherBuffers, "matmul_f32_gathered", "weights in more than 4 buffers");
+            bound.push_back(BufRef(c.buffer));
+        }
+        p.e[i] = Entry{uint32_t(rows), m.rows, b, uint32_t(c.offset / 4), j.T, j.x_off, j.x_stride, 0,
+                       j.y_off, j.y_stride, c.row0, 0};
+        rows += m.rows;  // one workgroup per row
+    }
+    check(rows <= UINT32_MAX, "matmul_f32_gathered", "too many rows");
+    const uint32_t gx = uint32_t(std::min<uint64_t>(rows, device_.limits().max_workgroups_per_dimension));
+    p.K = m0.cols;
+    p.row_words = m0.row_words;
+    p.groups_x = gx;
+    p.total_rows = uint32_t(rows);
+    p.n_entries = uint32_t(jobs.size());
+    const Pipeline& pl = pipeline("matmul_f32_gathered.wgsl", "matmul_f32_gathered",
+                                  {{"TB", std::to_string(kTokenBlock)}, {"MAX_JOBS", std::to_string(kGatherF32Jobs)}});
+    std::vector<BufRef> b = {x, y};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
+    if (r.profiling()) {
+        uint64_t bytes = 0;
+        for (auto& j : jobs) bytes += j.m->chunks[0].bytes;
+        r.annotate("matmul_f32_gathered K" + std::to_string(m0.cols) + " " + std::to_string(jobs.size()) + " jobs T" +
+                       std::to_string(jobs[0].T), bytes);
+    }
+}
+
 void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
                             const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a) {
     if (!a.pairs) return;

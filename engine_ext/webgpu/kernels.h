@@ -70,6 +70,17 @@ public:
                        WeightFormat f, const BufRef& xq);
     void matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuMatrix& m, const BufRef& y,
                       uint32_t y_off = 0, uint32_t y_stride = 0);
+    // matmul_quant of several matrices of one block format and width over one quantized x (q/k/v,
+    // a shared expert's gate and up) in one dispatch: each job's chunks are entries of a table
+    // (at most kQuantGatherEntries, weights in at most kGatherBuffers buffers), each job with its
+    // own place in y (one y buffer). Each row runs matmul_quant's row code: equal bit for bit.
+    struct QuantJob {
+        const GpuMatrix* m;
+        uint32_t y_off, y_stride;
+    };
+    static constexpr uint32_t kQuantGatherEntries = 32;
+    void matmul_quant_gathered(Recorder& r, const BufRef& xq, uint32_t T, const BufRef& y,
+                               const std::vector<QuantJob>& jobs);
     // Many products in one dispatch (a MoE layer's experts, q/k/v, router + shared expert):
     // single-chunk f16/bf16 matrices of one width whose rows are whole vec4<u32> (gather_ok),
     // lying in at most kGatherBuffers distinct buffers, each with its own rows of x (one x
@@ -81,6 +92,11 @@ public:
     static constexpr uint32_t kGatherJobs = 128;
     static constexpr uint32_t kGatherBuffers = 4;
     static bool gather_ok(const GpuMatrix& m);
+    // The same for single-chunk f32 matrices (matmul_f32_gathered.wgsl: GGUF's router and shared
+    // expert gate), at most kGatherF32Jobs, each row equal to matmul's bit for bit.
+    static constexpr uint32_t kGatherF32Jobs = 16;
+    static bool gather_f32_ok(const GpuMatrix& m);
+    void matmul_f32_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
     void matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, const std::vector<GatherJob>& jobs);
     // Matrices chosen on the device (matmul_gathered.wgsl's matmul_half_v4_routed): for each of
     // `pairs` (token, rank) pairs, expert ids[ids_off + p] and its matrices from `table` ((buffer

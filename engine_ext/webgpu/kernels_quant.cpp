@@ -31,7 +31,8 @@ ShaderDefines quant_defines(const QuantLayout& L, uint32_t token_block) {
             {"FMT", std::to_string(L.fmt_id)},
             {"LANES", L.block_elems == 32 ? "32" : "8"},
             {"BW", std::to_string(L.payload_words)},
-            {"D_REGION", L.d_byte >= 0 ? "1" : "0"}};
+            {"D_REGION", L.d_byte >= 0 ? "1" : "0"},
+            {"MAX_JOBS", std::to_string(Kernels::kQuantGatherEntries)}};
 }
 
 }  // namespace
@@ -76,6 +77,63 @@ void Kernels::matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuM
         const BufRef w = c.ref();
         r.dispatch(pl, &p, sizeof p, {nullptr, xq, w, w, w, w, y}, gx, gy);
     }
+}
+
+void Kernels::matmul_quant_gathered(Recorder& r, const BufRef& xq, uint32_t T, const BufRef& y,
+                                    const std::vector<QuantJob>& jobs) {
+    auto check = [](bool ok, const std::string& what) {
+        if (!ok) throw std::invalid_argument("webgpu matmul_quant_gathered: " + what);
+    };
+    check(!jobs.empty() && T > 0, "no jobs or no rows");
+    const GpuMatrix& m0 = *jobs[0].m;
+    const QuantLayout& L = quant_layout(m0.format);
+    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    need_words(xq, quant_act_words(m0.format, T, m0.cols), "matmul_quant_gathered", "xq");
+    struct Entry {
+        uint32_t first_group, rows, buffer, word;  // weights: the chunk's first word in its buffer
+        uint32_t y_off, y_stride, col0, pad;
+    };
+    struct {
+        uint32_t T, K, row_words, groups_x, total_groups, n_entries, d_off, e_off;
+        Entry e[kQuantGatherEntries];
+    } p{};
+    std::vector<BufRef> bound;  // distinct weight buffers, bound whole
+    uint64_t groups = 0;
+    uint32_t n = 0;
+    for (const QuantJob& j : jobs) {
+        const GpuMatrix& m = *j.m;
+        check(m.format == m0.format && m.cols == m0.cols && m.row_words == m0.row_words, "matrices of one format and width");
+        check(j.y_stride >= m.rows, "row stride below the row length");
+        need_words(y, j.y_off + uint64_t(T - 1) * j.y_stride + m.rows, "matmul_quant_gathered", "y");
+        for (const auto& c : m.chunks) {
+            check(n < kQuantGatherEntries, "more than " + std::to_string(kQuantGatherEntries) + " chunks");
+            uint32_t b = 0;
+            while (b < bound.size() && bound[b].buf != c.buffer) ++b;
+            if (b == bound.size()) {
+                check(bound.size() < kGatherBuffers, "weights in more than 4 buffers");
+                bound.push_back(BufRef(c.buffer));
+            }
+            check(c.offset % 4 == 0 && c.offset / 4 <= UINT32_MAX, "chunk offset");
+            p.e[n++] = Entry{uint32_t(groups), c.rows, b, uint32_t(c.offset / 4), j.y_off, j.y_stride, c.row0, 0};
+            groups += (c.rows + rows_per_group - 1) / rows_per_group;
+        }
+    }
+    check(groups <= UINT32_MAX, "too many rows");
+    const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
+    p.T = T;
+    p.K = m0.cols;
+    p.row_words = m0.row_words;
+    p.groups_x = gx;
+    p.total_groups = uint32_t(groups);
+    p.n_entries = n;
+    p.d_off = uint32_t(uint64_t(T) * m0.cols / 4);
+    p.e_off = uint32_t(uint64_t(T) * (m0.cols / 4 + m0.cols / L.block_elems));
+    const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant_gathered", quant_defines(L, kTokenBlock));
+    std::vector<BufRef> b = {nullptr, xq};
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    b.push_back(y);
+    // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((groups + gx - 1) / gx));
 }
 
 void Kernels::matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y, const BufRef& ids,

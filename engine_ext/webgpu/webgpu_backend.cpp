@@ -207,6 +207,8 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
                                  std::to_string(Kernels::kMaxStorageBuffers));
     const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
     fuse_ = !(fuse && std::string(fuse) == "0");
+    const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
+    quant_gather_ = !(qg && std::string(qg) == "0");
 }
 
 namespace {
@@ -422,9 +424,11 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
 }
 
 bool WebGpuBackend::gatherable(const MatJob& job, GatherPlace& at) {
-    if (!fuse_ || job.bias || (job.W.format != WFormat::F16 && job.W.format != WFormat::BF16)) return false;
+    if (!fuse_ || job.bias) return false;
+    const bool f32 = job.W.format == WFormat::F32 && quant_gather_;  // GGUF's f32 router and shared gate
+    if (job.W.format != WFormat::F16 && job.W.format != WFormat::BF16 && !f32) return false;
     at.m = &weights(job.W);
-    if (!Kernels::gather_ok(*at.m)) return false;
+    if (f32 ? !Kernels::gather_f32_ok(*at.m) : !Kernels::gather_ok(*at.m)) return false;
     uint64_t xo = 0, yo = 0;
     const Region* rx = find(job.X, (uint64_t(job.T - 1) * job.ldx + job.W.cols) * 4, xo);
     const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
@@ -450,13 +454,43 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         BufferPtr xq;
         uint64_t submits = 0;  // a temporary lives until the next wait: requantize after one
     } qx;
+    // consecutive block-format jobs over that one quantized x, without bias, whose y lie in one
+    // device array away from x: one matmul_quant_gathered dispatch (q/k/v, gate/up)
+    std::vector<Kernels::QuantJob> qgroup;
+    std::vector<const Buffer*> qgroup_buffers;
+    uint32_t qgroup_chunks = 0;
+    BufferPtr qy;
+    // formats whose activation blocks are the same (K-quants: Q8_K with code sums; Q8_0 / Q5_0:
+    // Q8_0) share one quantized x (attention's Q6_K v beside Q4_K q and k)
+    auto same_act = [&](WeightFormat a, WeightFormat b) {
+        if (a == b) return true;
+        if (!fuse_ || !quant_gather_) return false;
+        const QuantLayout &La = quant_layout(a), &Lb = quant_layout(b);
+        return La.block_elems == Lb.block_elems && La.act_sums == Lb.act_sums;
+    };
+    auto emit_quant = [&] {
+        if (qgroup.empty()) return;
+        if (qgroup.size() == 1) {
+            kernels_->matmul_quant(rec_, BufRef(qx.xq), uint32_t(qx.T), *qgroup[0].m, BufRef(qy), qgroup[0].y_off,
+                                   qgroup[0].y_stride);
+        } else {
+            kernels_->matmul_quant_gathered(rec_, BufRef(qx.xq), uint32_t(qx.T), BufRef(qy), qgroup);
+        }
+        qgroup.clear();
+        qgroup_buffers.clear();
+        qgroup_chunks = 0;
+        submit_early();
+    };
     BufferPtr gx, gy;
     uint32_t g_cols = 0;
     WFormat g_format = WFormat::F32;
     auto emit = [&] {
+        emit_quant();
         if (group.size() == 1) {
             const Kernels::GatherJob& j = group[0];
             kernels_->matmul(rec_, BufRef(gx), j.T, *j.m, BufRef(gy), j.x_off, j.x_stride, j.y_off, j.y_stride);
+        } else if (!group.empty() && g_format == WFormat::F32) {
+            kernels_->matmul_f32_gathered(rec_, BufRef(gx), BufRef(gy), group);
         } else if (!group.empty()) {
             kernels_->matmul_gathered(rec_, BufRef(gx), BufRef(gy), group);
         }
@@ -471,7 +505,8 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             const Buffer* wb = at.m->chunks[0].buffer.get();
             bool new_buffer = std::find(group_buffers.begin(), group_buffers.end(), wb) == group_buffers.end();
             bool fits = !group.empty() && at.x == gx && at.y == gy && job.W.cols == int(g_cols) &&
-                        job.W.format == g_format && group.size() < Kernels::kGatherJobs &&
+                        job.W.format == g_format &&
+                        group.size() < (g_format == WFormat::F32 ? Kernels::kGatherF32Jobs : Kernels::kGatherJobs) &&
                         (!new_buffer || group_buffers.size() < Kernels::kGatherBuffers);
             if (!fits) {
                 emit();
@@ -485,13 +520,51 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             group.push_back(at.job);
             continue;
         }
-        emit();
         const GpuMatrix& m = weights(job.W);
+        if (is_quant(m.format) && fuse_ && quant_gather_ && !job.bias) {
+            uint64_t yo = 0;
+            const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
+            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+            const bool apart = !(y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4);
+            if (ry && apart && yo / 4 <= UINT32_MAX) {
+                const bool same_x = qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx &&
+                                    qx.cols == job.W.cols && same_act(qx.format, m.format) && qx.submits == submits_;
+                std::vector<const Buffer*> nb = qgroup_buffers;
+                for (const auto& c : m.chunks)
+                    if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
+                const bool fits = same_x && !qgroup.empty() && ry->buf == qy && qgroup[0].m->format == m.format &&
+                                  qgroup_chunks + m.chunks.size() <= Kernels::kQuantGatherEntries &&
+                                  nb.size() <= Kernels::kGatherBuffers;
+                if (!fits) {
+                    emit();
+                    if (!same_x || qx.submits != submits_) {
+                        OpArgs a(*this);
+                        uint32_t x_off = 0;
+                        BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+                        qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
+                              temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
+                        kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T),
+                                                uint32_t(job.W.cols), m.format, BufRef(qx.xq));
+                    }
+                    qy = ry->buf;
+                    nb.clear();
+                    for (const auto& c : m.chunks)
+                        if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
+                }
+                if (m.chunks.size() <= Kernels::kQuantGatherEntries && nb.size() <= Kernels::kGatherBuffers) {
+                    qgroup_buffers = std::move(nb);
+                    qgroup_chunks += uint32_t(m.chunks.size());
+                    qgroup.push_back({&m, uint32_t(yo / 4), uint32_t(job.ldy)});
+                    continue;
+                }
+            }
+        }
+        emit();
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
         if (is_quant(m.format)) {
             if (!(qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
-                  qx.format == m.format && qx.submits == submits_)) {
+                  same_act(qx.format, m.format) && qx.submits == submits_)) {
                 BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
                 qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
                       temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};

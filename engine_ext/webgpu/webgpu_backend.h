@@ -147,6 +147,8 @@ private:
     std::vector<LateRead> late_reads_;
     uint64_t routed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
+    // STRATA_WEBGPU_QUANT_GATHER=0: block-format jobs over one x one dispatch each (the tests compare)
+    bool quant_gather_ = true;
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
 };
 
