@@ -114,25 +114,13 @@ fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin
     let lid = lid3.x;
     let g = wid.y * rp.groups_x + wid.x;  // workgroup: RB rows of one pair's matrix
     if (g >= rp.total_rows) { return; }
-    let per_pair = rp.rows_per_pair / RB;
-    let p = g / per_pair;
-    let r0 = (g - p * per_pair) * RB;
-    let e = min(ids[rp.ids_off + p], rp.n_experts - 1u);
-    var m = 0u;
-    var n0 = r0;
-    var y0 = rp.y_off;
-    if (r0 >= rp.half_rows) {
-        m = 1u;
-        n0 = r0 - rp.half_rows;
-        y0 = rp.y_off2;
-    }
-    let at = table[e * 3u + rp.mat0 + m];
+    let q = routed_rows(g, RB);
     let quads = rp.row_words / 4u;
-    var t = p / rp.k;
-    if (rp.x_per_pair == 1u) { t = p; }
-    rows_dot(lid, at.x, at.y + n0 * quads, quads, RB, rp.x_off + t * rp.x_stride, 0u, 1u, rp.x_vec4);
+    rows_dot(lid, q.at.x, q.at.y + q.n0 * quads, quads, RB, rp.x_off + q.t * rp.x_stride, 0u, 1u, rp.x_vec4);
     for (var r = lid; r < RB; r += WG) {
-        y[y0 + p * rp.y_stride + n0 + r] = row_result(r, 0u);
+        y[q.y0 + q.p * rp.y_stride + q.n0 + r] = row_result(r, 0u);
     }
-    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[p] = e; }
+    if (lid == 0u && rp.log_ids == 1u && q.r0 == 0u) { ids_log[q.p] = q.e; }
 }
+
+{{include matmul_routed_pair.wgsl}}

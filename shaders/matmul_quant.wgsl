@@ -486,31 +486,19 @@ fn matmul_quant_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(w
     let lid = lid3.x;
     let g = wid.y * rp.groups_x + wid.x;
     if (g >= rp.total_groups) { return; }
-    let per_pair = rp.rows_per_pair / RPW;
-    let pr = g / per_pair;
-    let r0 = (g - pr * per_pair) * RPW;
-    let e = min(ids[rp.ids_off + pr], rp.n_experts - 1u);
-    var m = 0u;
-    var n0 = r0;
-    var y0 = rp.y_off;
-    if (r0 >= rp.half_rows) {
-        m = 1u;
-        n0 = r0 - rp.half_rows;
-        y0 = rp.y_off2;
-    }
-    let at = table[e * 3u + rp.mat0 + m];
-    wbuf = at.x;
+    let q = routed_rows(g, RPW);
+    wbuf = q.at.x;
     act_k = rp.K;
     act_doff = rp.d_off;
     act_eoff = rp.e_off;
     let rw = lid / LANES;
-    var t = pr / rp.k;
-    if (rp.x_per_pair == 1u) { t = pr; }
-    row_dots(lid, true, at.y + (n0 + rw) * rp.row_words, rp.K / select(256u, 32u, LANES == 32u), t, 1u);
+    row_dots(lid, true, q.at.y + (q.n0 + rw) * rp.row_words, rp.K / select(256u, 32u, LANES == 32u), q.t, 1u);
     workgroupBarrier();
-    if (lid % LANES == 0u) { y[y0 + pr * rp.y_stride + n0 + rw] = combined(rw, 0u); }
-    if (lid == 0u && rp.log_ids == 1u && r0 == 0u) { ids_log[pr] = e; }
+    if (lid % LANES == 0u) { y[q.y0 + q.p * rp.y_stride + q.n0 + rw] = combined(rw, 0u); }
+    if (lid == 0u && rp.log_ids == 1u && q.r0 == 0u) { ids_log[q.p] = q.e; }
 }
+
+{{include matmul_routed_pair.wgsl}}
 
 // matmul_quant of several matrices of one format and width over one quantized x (q/k/v, a
 // shared expert's gate and up) in one dispatch. Entry i is one weight chunk: workgroups

@@ -830,6 +830,16 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     return L;
 }
 
+// The routed pairs' gate rows [0, n) and up rows [n, 2n) of GU: G = silu(gate) * up in place.
+void WebGpuBackend::routed_swiglu(float* GU, uint64_t n) {
+    OpArgs args(*this);
+    BufRef g = args.in(span(GU, n), "gate");
+    BufRef u = args.in(span(GU + n, n), "up");
+    BufRef y = args.out(span(GU, n), "swiglu");
+    kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(n));
+    args.done();
+}
+
 bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     if (!fuse_ || a.n <= 0 || a.k <= 0 || a.n_experts <= 0) return false;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -860,14 +870,7 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
                        uint32_t(io / 4), E};
     kernels_->matmul_routed(rec_, BufRef(rx->buf), BufRef(rg->buf), BufRef(ri->buf), BufRef(L.table), L.gu_buffers,
                             BufRef(log), gu);
-    {
-        OpArgs args(*this);
-        BufRef g = args.in(span(a.GU, P * I), "gate");
-        BufRef u = args.in(span(a.GU + P * I, P * I), "up");
-        BufRef y = args.out(span(a.GU, P * I), "swiglu");
-        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(P * I));
-        args.done();
-    }
+    routed_swiglu(a.GU, P * I);
     // each pair's down projection of its own row of G
     Kernels::Routed dn{L.format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2,
                        uint32_t(go / 4), uint32_t(I), 1, uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H),
@@ -984,14 +987,7 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
     Kernels::Routed up{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0, 0, 0, 0,
                        uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I), uint32_t(io / 4), E};
     kernels_->matmul_quant_routed(rec_, BufRef(xq), gu, ids, BufRef(L.table), L.gu_buffers, BufRef(log), up);
-    {
-        OpArgs args(*this);
-        BufRef g = args.in(span(a.GU, P * I), "gate");
-        BufRef u = args.in(span(a.GU + P * I, P * I), "up");
-        BufRef y = args.out(span(a.GU, P * I), "swiglu");
-        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(P * I));
-        args.done();
-    }
+    routed_swiglu(a.GU, P * I);
     BufferPtr gq = temp(quant_act_words(L.down_format, p32, uint32_t(I)) * 4);
     kernels_->quantize_rows(rec_, gu, uint32_t(go / 4), uint32_t(I), p32, uint32_t(I), L.down_format, BufRef(gq));
     Kernels::Routed dn{L.down_format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2, 0, 0, 1,

@@ -135,6 +135,7 @@ private:
     };
     std::unordered_map<const void*, RoutedLayer> routed_;  // by the layer's first expert's gate
     const RoutedLayer& routed_layer(const MoeExpertsArgs& a);
+    void routed_swiglu(float* GU, uint64_t n);
     void moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo, const BufRef& gu,
                            uint64_t go, const BufRef& d, uint64_t d_off, const BufRef& ids, uint64_t io,
                            const BufferPtr& log);
