@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 import strata  # noqa: E402
 from gguf_helpers import write_gguf  # noqa: E402
 from hf_models import make_hf_model  # noqa: E402
-from webgpu_helpers import open_test_device  # noqa: E402
+from webgpu_helpers import gpu, gpu_with_env, open_test_device, prefilled  # noqa: E402
 
 # Both backends quantize each activation row to the same int8 blocks (bit for bit where the
 # inputs are equal) and sum integer block products exactly; they differ only in whether the f32
@@ -75,25 +75,21 @@ def test_quantized_logits_match_cpu_backend(ggufs, arch, mix):
     assert want[mix] <= _types(path)
     ids = np.random.default_rng(0).integers(0, 96, 10)
     cpu = strata.load(path, threads=1)
-    gpu = strata.load(path, threads=1, backend="webgpu")
-    assert gpu.backend == "webgpu"
+    dev = gpu(path)
+    assert dev.backend == "webgpu"
     rel = []
     for window in (ids, [7, 8, 9]):
-        ref, out = np.array(cpu.run(window)), np.array(gpu.run(window))
+        ref, out = np.array(cpu.run(window)), np.array(dev.run(window))
         rel += list(np.abs(out - ref).max(axis=1) / np.abs(ref).max())
         cpu.commit(len(window))
-        gpu.commit(len(window))
+        dev.commit(len(window))
     assert np.median(rel) <= ROW_REL and max(rel) <= FLIP_REL, rel
 
 
 @pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1")])
 def test_quantized_window_rows_equal_serial_decode_with_rejections(ggufs, arch, mix):
     path = ggufs[(arch, mix)]
-    serial = strata.load(path, threads=1, backend="webgpu")
-    windowed = strata.load(path, threads=1, backend="webgpu")
-    for eng in (serial, windowed):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    serial, windowed = prefilled(PROMPT, gpu(path), gpu(path))
     for window, keep in [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]:
         logits = np.array(windowed.run(window))
         windowed.commit(keep)
@@ -218,13 +214,7 @@ def test_quantized_experts_chosen_on_the_device_change_no_bit(ggufs, arch, mix, 
     value equals the host-grouped path's (STRATA_WEBGPU_FUSE=0), and the telemetry names the same
     experts."""
     path = ggufs[(arch, mix)]
-    device = strata.load(path, threads=1, backend="webgpu")
-    monkeypatch.setenv("STRATA_WEBGPU_FUSE", "0")
-    host = strata.load(path, threads=1, backend="webgpu")
-    monkeypatch.delenv("STRATA_WEBGPU_FUSE")
-    for eng in (device, host):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    device, host = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FUSE", "0"))
     for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
         before, host_before = device.backend_counters(), host.backend_counters()
         np.testing.assert_array_equal(np.array(device.run(window)), np.array(host.run(window)))
@@ -281,13 +271,7 @@ def test_gathered_quantized_matmuls_change_no_bit(ggufs, arch, mix, monkeypatch)
     shared gate as one matmul_f32_gathered: every logit equals the one-dispatch-per-job path's (STRATA_WEBGPU_QUANT_GATHER=0) bit for bit, with fewer
     dispatches per window."""
     path = ggufs[(arch, mix)]
-    gathered = strata.load(path, threads=1, backend="webgpu")
-    monkeypatch.setenv("STRATA_WEBGPU_QUANT_GATHER", "0")
-    single = strata.load(path, threads=1, backend="webgpu")
-    monkeypatch.delenv("STRATA_WEBGPU_QUANT_GATHER")
-    for eng in (gathered, single):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    gathered, single = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_GATHER", "0"))
     for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
         before, single_before = gathered.backend_counters()["dispatches"], single.backend_counters()["dispatches"]
         np.testing.assert_array_equal(np.array(gathered.run(window)), np.array(single.run(window)))

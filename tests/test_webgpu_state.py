@@ -12,7 +12,7 @@ import pytest
 
 import strata
 from strata.testing.devmodel import write_random_model
-from webgpu_helpers import open_test_device
+from webgpu_helpers import gpu, gpu_with_env, open_test_device, prefilled
 
 # max |gpu - cpu| relative to max |cpu| logits (test_webgpu_engine measures ~3e-6 on lavapipe)
 LOGITS_REL = 3e-5
@@ -28,27 +28,6 @@ def adapter():
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return write_random_model(tmp_path_factory.mktemp("webgpu_state") / "m", "qwen3_next", seed=5)
-
-
-def gpu(path, **kw):
-    return strata.load(path, threads=1, backend="webgpu", **kw)
-
-
-def gpu_with_env(monkeypatch, path, name, value):
-    """An engine made while environment variable `name` is `value` (the backend reads it when made)."""
-    monkeypatch.setenv(name, value)
-    try:
-        return gpu(path)
-    finally:
-        monkeypatch.delenv(name)
-
-
-def prefilled(*engines):
-    """The engines, each after PROMPT's prefill."""
-    for eng in engines:
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
-    return engines
 
 
 def decode(eng, windows=WINDOWS):
@@ -187,7 +166,7 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
     # expert's gate and up, then their down projections, router + shared expert, q/k/v), runs
     # the GDN reorderings as one copy_many and each residual add with the next norm; each value
     # must equal the unfused ops' (STRATA_WEBGPU_FUSE=0)
-    grouped, single = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
+    grouped, single = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
     counts = [0, 0]
     for window, keep in WINDOWS:
         before = [e.backend_counters()["dispatches"] for e in (grouped, single)]
@@ -199,7 +178,7 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
 
 
 def test_grouped_windows_equal_serial_decode(bf16_model):
-    serial, windowed = prefilled(gpu(bf16_model), gpu(bf16_model))
+    serial, windowed = prefilled(PROMPT, gpu(bf16_model), gpu(bf16_model))
     for window, keep in WINDOWS:
         logits = windowed.run(window)
         windowed.commit(keep)
@@ -218,7 +197,7 @@ def test_resident_experts_are_chosen_on_the_device_one_submit_per_window(bf16_mo
 
     with open(os.path.join(bf16_model, "config.json")) as f:
         moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
-    device, host = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
+    device, host = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FUSE", "0"))
     for T in (1, 1, 3, 4):
         before = device.backend_counters()
         host_before = host.backend_counters()
@@ -242,7 +221,7 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
     # many arenas. 32 KiB: a layer's gates and ups span 2-3 arenas (the routed matmuls bind
     # them all); 8 KiB: more than the 4 a dispatch binds, so the layer goes back to the host
     # path and its gathered groups split whenever a 5th arena would join. Logits unchanged.
-    ref, small = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_CHUNK_BYTES", str(chunk)))
+    ref, small = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_CHUNK_BYTES", str(chunk)))
     for window, keep in WINDOWS:
         np.testing.assert_array_equal(small.run(window), ref.run(window), err_msg=f"window {window}")
         small.commit(keep)
@@ -257,7 +236,7 @@ def test_each_row_loop_windows_equal_serial_decode(bf16_model, monkeypatch, xloa
     # per workgroup, 16 threads per row), direct (one row per workgroup), staged (x in workgroup
     # memory); with each, a window's rows equal serial decoding bit for bit (forced rejections),
     # and the logits stay within the CPU backend's tolerance
-    windowed, serial = prefilled(gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", xload),
+    windowed, serial = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", xload),
                                  gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", xload))
     cpu = strata.load(bf16_model, threads=1, backend="cpu")
     cpu.run(PROMPT)
@@ -277,7 +256,7 @@ def test_each_row_loop_windows_equal_serial_decode(bf16_model, monkeypatch, xloa
 def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
     # STRATA_WEBGPU_XLOAD=staged (matmul_rows.wgsl) has the per-thread order and tree of the
     # direct loop, so the same logits; the lanes loop (the default) sums in its own order
-    direct, staged = prefilled(gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "direct"),
+    direct, staged = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "direct"),
                                gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"))
     for window, keep in WINDOWS:
         np.testing.assert_array_equal(staged.run(window), direct.run(window), err_msg=f"window {window}")
@@ -288,7 +267,7 @@ def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
 def test_lanes4_row_loop_changes_no_bit(bf16_model, monkeypatch):
     # STRATA_WEBGPU_XLOAD=lanes4 (matmul_rows_lanes4.wgsl): 4 weight rows per thread, each row
     # summed as the lanes loop (the default) sums it, so the same logits
-    lanes, lanes4 = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "lanes4"))
+    lanes, lanes4 = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "lanes4"))
     for window, keep in WINDOWS:
         np.testing.assert_array_equal(lanes4.run(window), lanes.run(window), err_msg=f"window {window}")
         lanes4.commit(keep)
@@ -303,7 +282,7 @@ def test_unknown_row_loop_is_refused(bf16_model, monkeypatch):
 def test_profile_times_every_dispatch_and_changes_no_bit(bf16_model, monkeypatch):
     # STRATA_WEBGPU_PROFILE=1: every dispatch timed with timestamp queries (lavapipe has them),
     # summed per label in the counters; the logits are those of an engine without profiling
-    plain, prof = prefilled(gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"))
+    plain, prof = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"))
     assert "gpu_profile" not in plain.backend_counters()
     c0 = prof.backend_counters()
     assert c0["gpu_profile"] in (1, 2)

@@ -23,6 +23,30 @@ def open_test_device(**options):
         raise
 
 
+def gpu(path, **kw):
+    """A one-thread engine on the webgpu backend."""
+    import strata
+
+    return strata.load(path, threads=1, backend="webgpu", **kw)
+
+
+def gpu_with_env(monkeypatch, path, name, value):
+    """An engine made while environment variable `name` is `value` (the backend reads it when made)."""
+    monkeypatch.setenv(name, value)
+    try:
+        return gpu(path)
+    finally:
+        monkeypatch.delenv(name)
+
+
+def prefilled(prompt, *engines):
+    """The engines, each after `prompt`'s prefill."""
+    for eng in engines:
+        eng.run(prompt)
+        eng.commit(len(prompt))
+    return engines
+
+
 def bf16_bits(a: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), round to nearest even."""
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
