@@ -222,12 +222,9 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
         need(x, j.x_off + uint64_t(j.T - 1) * j.x_stride + m.cols, "matmul_gathered", "x");
         need(y, j.y_off + uint64_t(j.T - 1) * j.y_stride + m.rows, "matmul_gathered", "y");
         const GpuMatrix::Chunk& c = m.chunks[0];
-        uint32_t b = 0;
-        while (b < bound.size() && bound[b].buf != c.buffer) ++b;
-        if (b == bound.size()) {
-            check(bound.size() < kGatherBuffers, "matmul_gathered", "weights in more than 4 buffers");
-            bound.push_back(BufRef(c.buffer));
-        }
+        const int wb = weight_binding(bound, c.buffer);
+        check(wb >= 0, "matmul_gathered", "weights in more than 4 buffers");
+        const uint32_t b = uint32_t(wb);
         p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
         p.x_vec4 &= x_vec4(j.x_off, j.x_stride);
         rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
@@ -243,7 +240,7 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
                                    {"BF16", m0.format == WeightFormat::BF16 ? "1" : "0"},
                                    {"MAX_JOBS", std::to_string(kGatherJobs)}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
-    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    push_weight_bindings(b, bound);
     b = with_x4(std::move(b), x);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
@@ -253,6 +250,18 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
         r.annotate("matmul_gathered K" + std::to_string(m0.cols) + " " + std::to_string(jobs.size()) + " jobs T" +
                        std::to_string(jobs[0].T), bytes);
     }
+}
+
+int Kernels::weight_binding(std::vector<BufRef>& bound, const BufferPtr& buffer) {
+    for (size_t b = 0; b < bound.size(); ++b)
+        if (bound[b].buf == buffer) return int(b);
+    if (bound.size() >= kGatherBuffers) return -1;
+    bound.push_back(BufRef(buffer));
+    return int(bound.size() - 1);
+}
+
+void Kernels::push_weight_bindings(std::vector<BufRef>& b, const std::vector<BufRef>& bound) {
+    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
 }
 
 bool Kernels::gather_f32_ok(const GpuMatrix& m) {
@@ -282,12 +291,9 @@ void Kernels::matmul_f32_gathered(Recorder& r, const BufRef& x, const BufRef& y,
         need(x, j.x_off + uint64_t(j.T - 1) * j.x_stride + m.cols, "matmul_f32_gathered", "x");
         need(y, j.y_off + uint64_t(j.T - 1) * j.y_stride + m.rows, "matmul_f32_gathered", "y");
         const GpuMatrix::Chunk& c = m.chunks[0];
-        uint32_t b = 0;
-        while (b < bound.size() && bound[b].buf != c.buffer) ++b;
-        if (b == bound.size()) {
-            check(bound.size() < kGatherBuffers, "matmul_f32_gathered", "weights in more than 4 buffers");
-            bound.push_back(BufRef(c.buffer));
-        }
+        const int wb = weight_binding(bound, c.buffer);
+        check(wb >= 0, "matmul_f32_gathered", "weights in more than 4 buffers");
+        const uint32_t b = uint32_t(wb);
         p.e[i] = Entry{uint32_t(rows), m.rows, b, uint32_t(c.offset / 4), j.T, j.x_off, j.x_stride, 0,
                        j.y_off, j.y_stride, c.row0, 0};
         rows += m.rows;  // one workgroup per row
@@ -302,7 +308,7 @@ void Kernels::matmul_f32_gathered(Recorder& r, const BufRef& x, const BufRef& y,
     const Pipeline& pl = pipeline("matmul_f32_gathered.wgsl", "matmul_f32_gathered",
                                   {{"TB", std::to_string(kTokenBlock)}, {"MAX_JOBS", std::to_string(kGatherF32Jobs)}});
     std::vector<BufRef> b = {x, y};
-    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    push_weight_bindings(b, bound);
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
     if (r.profiling()) {
         uint64_t bytes = 0;
@@ -347,7 +353,7 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
                                    {"BF16", a.format == WeightFormat::BF16 ? "1" : "0"},
                                    {"MAX_JOBS", std::to_string(kGatherJobs)}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
-    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    push_weight_bindings(b, weights);
     b.push_back(ids);
     b.push_back(table);
     b.push_back(ids_log ? ids_log : ids);

@@ -92,6 +92,11 @@ public:
     static constexpr uint32_t kGatherJobs = 128;
     static constexpr uint32_t kGatherBuffers = 4;
     static bool gather_ok(const GpuMatrix& m);
+    // A gathered or routed dispatch binds its weights' buffers whole, at most kGatherBuffers:
+    // the index of `buffer` among `bound` (added when new), -1 where it would be one too many;
+    // and the kGatherBuffers weight bindings appended to `b` (the last repeated where fewer).
+    static int weight_binding(std::vector<BufRef>& bound, const BufferPtr& buffer);
+    static void push_weight_bindings(std::vector<BufRef>& b, const std::vector<BufRef>& bound);
     // The same for single-chunk f32 matrices (matmul_f32_gathered.wgsl: GGUF's router and shared
     // expert gate), at most kGatherF32Jobs, each row equal to matmul's bit for bit.
     static constexpr uint32_t kGatherF32Jobs = 16;

@@ -29,7 +29,7 @@ ShaderDefines quant_defines(const QuantLayout& L, uint32_t token_block) {
             {"VPT", std::to_string(std::max<uint32_t>(1, L.block_elems / Kernels::kWorkgroup))},
             {"SUMS", L.act_sums ? "1" : "0"},
             {"FMT", std::to_string(L.fmt_id)},
-            {"LANES", L.block_elems == 32 ? "32" : "8"},
+            {"LANES", std::to_string(quant_lanes(L))},
             {"BW", std::to_string(L.payload_words)},
             {"D_REGION", L.d_byte >= 0 ? "1" : "0"},
             {"MAX_JOBS", std::to_string(Kernels::kQuantGatherEntries)}};
@@ -52,8 +52,8 @@ void Kernels::quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32
     const uint64_t groups = (blocks + per_group - 1) / per_group;
     const uint32_t gx = uint32_t(std::min<uint64_t>(groups, device_.limits().max_workgroups_per_dimension));
     const uint32_t gy = uint32_t((groups + gx - 1) / gx);
-    QuantParams p{T, K, 0, 0, x_off, x_stride, 0, 0, 0, gx, uint32_t(uint64_t(T) * K / 4),
-                  uint32_t(uint64_t(T) * (K / 4 + K / L.block_elems))};
+    QuantParams p{T, K, 0, 0, x_off, x_stride, 0, 0, 0, gx, uint32_t(quant_act_scales_at(T, K)),
+                  uint32_t(quant_act_sums_at(f, T, K))};
     r.dispatch(pipeline("matmul_quant.wgsl", "quantize_rows", quant_defines(L, kTokenBlock)), &p, sizeof p,
                {x, xq}, gx, gy);
 }
@@ -66,14 +66,14 @@ void Kernels::matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuM
     if (y_stride < m.rows) throw std::invalid_argument("webgpu matmul_quant: row stride below the row length");
     need_words(xq, quant_act_words(m.format, T, m.cols), "matmul_quant", "xq");
     need_words(y, y_off + uint64_t(T - 1) * y_stride + m.rows, "matmul_quant", "y");
-    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    const uint32_t rows_per_group = kWorkgroup / quant_lanes(L);
     const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant", quant_defines(L, kTokenBlock));
     const uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (const auto& c : m.chunks) {
         const uint32_t groups = (c.rows + rows_per_group - 1) / rows_per_group;
         const uint32_t gx = std::min(groups, max_groups), gy = (groups + gx - 1) / gx;
-        QuantParams p{T, m.cols, c.rows, m.row_words, 0, 0, y_off, y_stride, c.row0, gx, uint32_t(uint64_t(T) * m.cols / 4),
-                      uint32_t(uint64_t(T) * (m.cols / 4 + m.cols / L.block_elems))};
+        QuantParams p{T, m.cols, c.rows, m.row_words, 0, 0, y_off, y_stride, c.row0, gx,
+                      uint32_t(quant_act_scales_at(T, m.cols)), uint32_t(quant_act_sums_at(m.format, T, m.cols))};
         const BufRef w = c.ref();
         r.dispatch(pl, &p, sizeof p, {nullptr, xq, w, w, w, w, y}, gx, gy);
     }
@@ -87,7 +87,7 @@ void Kernels::matmul_quant_gathered(Recorder& r, const BufRef& xq, uint32_t T, c
     check(!jobs.empty() && T > 0, "no jobs or no rows");
     const GpuMatrix& m0 = *jobs[0].m;
     const QuantLayout& L = quant_layout(m0.format);
-    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    const uint32_t rows_per_group = kWorkgroup / quant_lanes(L);
     need_words(xq, quant_act_words(m0.format, T, m0.cols), "matmul_quant_gathered", "xq");
     struct Entry {
         uint32_t first_group, rows, buffer, word;  // weights: the chunk's first word in its buffer
@@ -107,12 +107,9 @@ void Kernels::matmul_quant_gathered(Recorder& r, const BufRef& xq, uint32_t T, c
         need_words(y, j.y_off + uint64_t(T - 1) * j.y_stride + m.rows, "matmul_quant_gathered", "y");
         for (const auto& c : m.chunks) {
             check(n < kQuantGatherEntries, "more than " + std::to_string(kQuantGatherEntries) + " chunks");
-            uint32_t b = 0;
-            while (b < bound.size() && bound[b].buf != c.buffer) ++b;
-            if (b == bound.size()) {
-                check(bound.size() < kGatherBuffers, "weights in more than 4 buffers");
-                bound.push_back(BufRef(c.buffer));
-            }
+            const int wb = weight_binding(bound, c.buffer);
+            check(wb >= 0, "weights in more than 4 buffers");
+            const uint32_t b = uint32_t(wb);
             check(c.offset % 4 == 0 && c.offset / 4 <= UINT32_MAX, "chunk offset");
             p.e[n++] = Entry{uint32_t(groups), c.rows, b, uint32_t(c.offset / 4), j.y_off, j.y_stride, c.row0, 0};
             groups += (c.rows + rows_per_group - 1) / rows_per_group;
@@ -126,11 +123,11 @@ void Kernels::matmul_quant_gathered(Recorder& r, const BufRef& xq, uint32_t T, c
     p.groups_x = gx;
     p.total_groups = uint32_t(groups);
     p.n_entries = n;
-    p.d_off = uint32_t(uint64_t(T) * m0.cols / 4);
-    p.e_off = uint32_t(uint64_t(T) * (m0.cols / 4 + m0.cols / L.block_elems));
+    p.d_off = uint32_t(quant_act_scales_at(T, m0.cols));
+    p.e_off = uint32_t(quant_act_sums_at(m0.format, T, m0.cols));
     const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant_gathered", quant_defines(L, kTokenBlock));
     std::vector<BufRef> b = {nullptr, xq};
-    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(bound[std::min(i, bound.size() - 1)]);
+    push_weight_bindings(b, bound);
     b.push_back(y);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((groups + gx - 1) / gx));
@@ -141,7 +138,7 @@ void Kernels::matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y
                                   const Routed& a) {
     if (!a.pairs) return;
     const QuantLayout& L = quant_layout(a.format);
-    const uint32_t lanes = L.block_elems == 32 ? 32 : 8, rows_per_group = kWorkgroup / lanes;
+    const uint32_t rows_per_group = kWorkgroup / quant_lanes(L);
     auto check = [](bool ok, const std::string& what) {
         if (!ok) throw std::invalid_argument("webgpu matmul_quant_routed: " + what);
     };
@@ -170,10 +167,10 @@ void Kernels::matmul_quant_routed(Recorder& r, const BufRef& xq, const BufRef& y
         uint32_t e_off, pad[3];
     } p{a.K, a.row_words, gx, uint32_t(groups), a.rows_per_pair, a.half_rows, a.mat0, a.k,
         a.x_per_pair, a.y_off, a.y_off2, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
-        uint32_t(uint64_t(x_rows) * a.K / 4), uint32_t(uint64_t(x_rows) * (a.K / 4 + a.K / L.block_elems)), {0, 0, 0}};
+        uint32_t(quant_act_scales_at(x_rows, a.K)), uint32_t(quant_act_sums_at(a.format, x_rows, a.K)), {0, 0, 0}};
     const Pipeline& pl = pipeline("matmul_quant.wgsl", "matmul_quant_routed", quant_defines(L, kTokenBlock));
     std::vector<BufRef> b = {nullptr, xq};
-    for (size_t i = 0; i < kGatherBuffers; ++i) b.push_back(weights[std::min(i, weights.size() - 1)]);
+    push_weight_bindings(b, weights);
     b.push_back(y);
     b.push_back(ids);
     b.push_back(table);

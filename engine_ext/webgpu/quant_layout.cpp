@@ -63,9 +63,12 @@ void repack_quant_row(WeightFormat f, const uint8_t* src, uint32_t cols, uint32_
     }
 }
 
-uint64_t quant_act_words(WeightFormat f, uint32_t T, uint32_t K) {
-    const QuantLayout& L = quant_layout(f);
-    return uint64_t(T) * (K / 4 + K / L.block_elems + K / 32);
+uint64_t quant_act_scales_at(uint32_t T, uint32_t K) { return uint64_t(T) * (K / 4); }
+
+uint64_t quant_act_sums_at(WeightFormat f, uint32_t T, uint32_t K) {
+    return quant_act_scales_at(T, K) + uint64_t(T) * (K / quant_layout(f).block_elems);
 }
+
+uint64_t quant_act_words(WeightFormat f, uint32_t T, uint32_t K) { return quant_act_sums_at(f, T, K) + uint64_t(T) * (K / 32); }
 
 }  // namespace strata::webgpu

@@ -28,7 +28,13 @@ const QuantLayout& quant_layout(WeightFormat f);
 uint32_t quant_row_words(WeightFormat f, uint32_t cols);
 // One GGUF row (cols / block_elems blocks at src) into quant_row_words words at dst.
 void repack_quant_row(WeightFormat f, const uint8_t* src, uint32_t cols, uint32_t* dst);
-// Words of the quantized activations of T rows of K values (codes, block scales, per-32 sums).
+// Words of the quantized activations of T rows of K values (codes, block scales, per-32 sums),
+// and where the scales and the sums start in them.
 uint64_t quant_act_words(WeightFormat f, uint32_t T, uint32_t K);
+uint64_t quant_act_scales_at(uint32_t T, uint32_t K);
+uint64_t quant_act_sums_at(WeightFormat f, uint32_t T, uint32_t K);
+// Threads per weight row of the quantized matmuls: one per float lane of the CPU's kernel (8 for
+// the 256-blocks; 32, four groups of 8, for the 32-blocks).
+inline uint32_t quant_lanes(const QuantLayout& L) { return L.block_elems == 32 ? 32 : 8; }
 
 }  // namespace strata::webgpu

@@ -468,6 +468,30 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         const QuantLayout &La = quant_layout(a), &Lb = quant_layout(b);
         return La.block_elems == Lb.block_elems && La.act_sums == Lb.act_sums;
     };
+    // the quantized x is this job's (same rows, same activation blocks, no wait since it was made)
+    auto has_qx = [&](const MatJob& job, WeightFormat f) {
+        return qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
+               same_act(qx.format, f) && qx.submits == submits_;
+    };
+    auto quantize_x = [&](OpArgs& a, const MatJob& job, WeightFormat f) {
+        uint32_t x_off = 0;
+        BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
+        qx = {job.X, job.T, job.ldx, job.W.cols, f, temp(quant_act_words(f, uint32_t(job.T), uint32_t(job.W.cols)) * 4),
+              submits_};
+        kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T), uint32_t(job.W.cols), f,
+                                BufRef(qx.xq));
+    };
+    // y overlaps x: writing y invalidates a quantized x made from those rows
+    auto y_over_x = [](const MatJob& job) {
+        const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+        return y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4;
+    };
+    // the distinct weight buffers of `bufs` plus those of m's chunks
+    auto with_buffers = [](std::vector<const Buffer*> bufs, const GpuMatrix& m) {
+        for (const auto& c : m.chunks)
+            if (std::find(bufs.begin(), bufs.end(), c.buffer.get()) == bufs.end()) bufs.push_back(c.buffer.get());
+        return bufs;
+    };
     auto emit_quant = [&] {
         if (qgroup.empty()) return;
         if (qgroup.size() == 1) {
@@ -524,32 +548,20 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         if (is_quant(m.format) && fuse_ && quant_gather_ && !job.bias) {
             uint64_t yo = 0;
             const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
-            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
-            const bool apart = !(y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4);
-            if (ry && apart && yo / 4 <= UINT32_MAX) {
-                const bool same_x = qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx &&
-                                    qx.cols == job.W.cols && same_act(qx.format, m.format) && qx.submits == submits_;
-                std::vector<const Buffer*> nb = qgroup_buffers;
-                for (const auto& c : m.chunks)
-                    if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
-                const bool fits = same_x && !qgroup.empty() && ry->buf == qy && qgroup[0].m->format == m.format &&
+            if (ry && !y_over_x(job) && yo / 4 <= UINT32_MAX) {
+                std::vector<const Buffer*> nb = with_buffers(qgroup_buffers, m);
+                const bool fits = has_qx(job, m.format) && !qgroup.empty() && ry->buf == qy &&
+                                  qgroup[0].m->format == m.format &&
                                   qgroup_chunks + m.chunks.size() <= Kernels::kQuantGatherEntries &&
                                   nb.size() <= Kernels::kGatherBuffers;
                 if (!fits) {
-                    emit();
-                    if (!same_x || qx.submits != submits_) {
+                    emit();  // may wait, which ends the quantized x's life
+                    if (!has_qx(job, m.format)) {
                         OpArgs a(*this);
-                        uint32_t x_off = 0;
-                        BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
-                        qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
-                              temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
-                        kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T),
-                                                uint32_t(job.W.cols), m.format, BufRef(qx.xq));
+                        quantize_x(a, job, m.format);
                     }
                     qy = ry->buf;
-                    nb.clear();
-                    for (const auto& c : m.chunks)
-                        if (std::find(nb.begin(), nb.end(), c.buffer.get()) == nb.end()) nb.push_back(c.buffer.get());
+                    nb = with_buffers({}, m);
                 }
                 if (m.chunks.size() <= Kernels::kQuantGatherEntries && nb.size() <= Kernels::kGatherBuffers) {
                     qgroup_buffers = std::move(nb);
@@ -563,14 +575,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         OpArgs a(*this);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
         if (is_quant(m.format)) {
-            if (!(qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
-                  same_act(qx.format, m.format) && qx.submits == submits_)) {
-                BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
-                qx = {job.X, job.T, job.ldx, job.W.cols, m.format,
-                      temp(quant_act_words(m.format, uint32_t(job.T), uint32_t(job.W.cols)) * 4), submits_};
-                kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T), uint32_t(job.W.cols), m.format,
-                                        BufRef(qx.xq));
-            }
+            if (!has_qx(job, m.format)) quantize_x(a, job, m.format);
             if (job.bias) {
                 BufRef bb = a.in(span(job.bias, job.W.rows), "bias");
                 uint64_t ny = uint64_t(job.T) * job.W.rows;
@@ -584,8 +589,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             }
             a.done();
             // quantized x stays valid only while no job writes into the rows it came from
-            const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
-            if (y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4) qx = QuantX{};
+            if (y_over_x(job)) qx = QuantX{};
             continue;
         }
         BufRef bx = a.in_whole(job.X, uint64_t(job.T - 1) * job.ldx + job.W.cols, x_off, "x");
@@ -804,13 +808,9 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
         const GpuMatrix& m = weights(W);
         if (quant ? m.chunks.size() != 1 : !Kernels::gather_ok(m)) return false;
         const GpuMatrix::Chunk& c = m.chunks[0];
-        uint32_t b = 0;
-        while (b < bufs.size() && bufs[b].buf != c.buffer) ++b;
-        if (b == bufs.size()) {
-            if (bufs.size() >= Kernels::kGatherBuffers) return false;
-            bufs.push_back(BufRef(c.buffer));
-        }
-        table[slot * 2] = b;
+        const int b = Kernels::weight_binding(bufs, c.buffer);
+        if (b < 0) return false;
+        table[slot * 2] = uint32_t(b);
         table[slot * 2 + 1] = uint32_t(quant ? c.offset / 4 : c.offset / 16);  // words / vec4 words
         return true;
     };
@@ -969,10 +969,6 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
     }
     for (const CopyJob* j : todo) copy(j->src, j->dst, j->rows, j->heads, j->dim);
 }
-
-}  // namespace strata::webgpu
-
-namespace strata::webgpu {
 
 // moe_experts for experts in the GGUF block formats: the tokens' rows quantized once, the routed
 // gate and up, SwiGLU, the pairs' rows quantized, the routed down; each row as the host-grouped
