@@ -43,6 +43,17 @@ def import_strata():
     return strata
 
 
+def build_env(build: str) -> dict:
+    """The environment of a child process that imports the strata of `build`: "installed" (the
+    installed package, no dev build) or a dev-build folder (this checkout's app/ with it)."""
+    env = dict(os.environ)
+    env.pop("STRATA_DEV_BUILD", None)
+    if build != "installed":
+        env["STRATA_DEV_BUILD"] = build
+        env["PYTHONPATH"] = os.path.join(REPO, "app")
+    return env
+
+
 def strata_info(strata) -> dict:
     """Where the strata under test comes from, for the report."""
     from strata import _engine

@@ -28,7 +28,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 
 
 def _decode_and_windows(prefill, step, restore_point, window, accept, window_bytes, vocab, threads, steps, windows,
@@ -107,6 +106,9 @@ def child_llama(model, threads, steps, windows, wrounds, gguf) -> dict:
 
 
 def main() -> None:
+    sys.path.insert(0, HERE)
+    import benchlib
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("builds", nargs="+")
@@ -131,17 +133,13 @@ def main() -> None:
     for r in range(a.rounds):
         for b in (a.builds if r % 2 == 0 else a.builds[::-1]):
             path, _, extra = b.partition("@")
-            env = dict(os.environ)
             exe, kind = sys.executable, "strata"
             if path == "llama":
                 if not (a.gguf and a.llama_python):
                     sys.exit("decode_ab: the llama build needs --gguf and --llama-python")
-                exe, kind = a.llama_python, "llama"
-            elif path == "installed":
-                env.pop("STRATA_DEV_BUILD", None)
+                exe, kind, env = a.llama_python, "llama", dict(os.environ)
             else:
-                env["STRATA_DEV_BUILD"] = path
-                env["PYTHONPATH"] = os.path.join(REPO, "app")
+                env = benchlib.build_env(path)
             for kv in filter(None, extra.split(",")):
                 k, _, v = kv.partition("=")
                 env[k] = v

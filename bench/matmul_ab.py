@@ -81,10 +81,7 @@ def main() -> None:
     others: list[float] = []
     for r in range(args.rounds):
         for b in args.builds:
-            env = dict(os.environ)
-            env.pop("STRATA_DEV_BUILD", None)
-            if b != "installed":
-                env["STRATA_DEV_BUILD"] = b
+            env = benchlib.build_env(b)
             benchlib.wait_for_quiet(args.wait_quiet, args.quiet_cores)
             with benchlib.OthersMeter() as meter:
                 p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", "--reps", str(args.reps)],
