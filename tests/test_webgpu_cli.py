@@ -98,3 +98,13 @@ def test_backend_webgpu_without_a_usable_adapter_is_one_line(capsys, monkeypatch
     lines = [line for line in err.splitlines() if line.startswith("strata:")]
     assert code != 0 and len(lines) == 1
     assert "--backend webgpu: webgpu: no GPU adapter" in lines[0] and "internal error" not in lines[0]
+
+
+def test_unknown_row_loop_choice_is_one_line_not_an_internal_error(capsys, monkeypatch):
+    open_test_device()
+    monkeypatch.setenv("STRATA_WEBGPU_XLOAD", "bogus")
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
+    lines = [line for line in err.splitlines() if line.startswith("strata:")]
+    assert code != 0 and len(lines) == 1
+    assert "STRATA_WEBGPU_XLOAD='bogus': use one of lanes, lanes4, direct, staged" in lines[0]
+    assert "internal error" not in lines[0]

@@ -14,6 +14,8 @@ from pathlib import Path
 from .errors import StrataError
 
 ADAPTER_CHOICES = ("auto", "software", "any")
+# STRATA_WEBGPU_XLOAD: the half-precision matmuls' row loop (engine_ext/webgpu/kernels.cpp)
+ROW_LOOPS = ("lanes", "lanes4", "direct", "staged")
 
 
 def _library_name() -> str:
@@ -101,7 +103,11 @@ def backend_adapter() -> str:
 
 
 def backend_config() -> tuple[str, str, str]:
-    """(library, shader folder, adapter choice) for the engine's webgpu backend factory."""
+    """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
+    loop the backend reads from STRATA_WEBGPU_XLOAD is checked here, as the adapter choice is."""
+    xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
+    if xload and xload not in ROW_LOOPS:
+        raise StrataError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
     return str(library_path()), str(shader_dir()), backend_adapter()
 
 
