@@ -224,33 +224,49 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
     }
 }
 
-void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
-                   int kv_head, int q_per_kv, float scale) {
-    if (head_dim <= 0 || q_per_kv <= 0 || pos < 0) return;
+void attention_rows(const float* Q, int ldq, const float* K, const float* V, int ldkv, float* O, int ldo,
+                    int n_rows, int64_t pos0, int head_dim, int kv_head, int q_per_kv, float scale) {
+    if (n_rows <= 0 || head_dim <= 0 || q_per_kv <= 0 || pos0 < 0) return;
     const int hd = head_dim, rep = q_per_kv;
-    const int64_t n = pos + 1, padded = (n + L - 1) / L * L;
+    const int64_t cells = pos0 + n_rows, stride = (cells + L - 1) / L * L;
     K += size_t(kv_head) * hd;
     V += size_t(kv_head) * hd;
-    // the group's q heads are contiguous rows of hd floats: scores[h][j] for all of them at once
-    float* scores = scratch.grow(scratch.row_scores, size_t(rep) * padded);
-    dot_rows_f32(q, rep, hd, K, ldkv, hd, scores, int(padded), 0, int(n));
+    // scores of query (t, h) at scores + (t * rep + h) * stride, for cells [0, cells): the keys
+    // are read in place as the rows of a matrix, each once for all the queries. A row's scores
+    // past its own position (the window's later keys) are computed and never used; every score
+    // is the same dot_f32 product whatever the other queries (dot_rows_f32's contract).
+    float* scores = scratch.grow(scratch.row_scores, size_t(n_rows) * rep * stride);
+    if (n_rows == 1)  // the group's q heads are contiguous rows of hd floats
+        dot_rows_f32(Q, rep, hd, K, ldkv, hd, scores, int(stride), 0, int(cells));
+    else  // one head at a time over the rows: wide tiles across the rows
+        for (int h = 0; h < rep; ++h)
+            dot_rows_f32(Q + size_t(h) * hd, n_rows, ldq, K, ldkv, hd, scores + size_t(h) * stride,
+                         int(rep * stride), 0, int(cells));
     const S::vf vscale = S::set1(scale);
     float sums[kGroup];
     const float* ps[kGroup];
     float* outs[kGroup];
-    for (int h0 = 0; h0 < rep; h0 += kGroup) {
-        const int g = std::min(kGroup, rep - h0);
-        for (int i = 0; i < g; ++i) {
-            float* s = scores + size_t(h0 + i) * padded;
-            int64_t j = 0;
-            for (; j + L <= n; j += L) S::store(s + j, S::mul(S::load(s + j), vscale));
-            for (; j < n; ++j) s[j] *= scale;
-            sums[i] = softmax_weights(s, n, padded);
-            ps[i] = s;
-            outs[i] = o + size_t(h0 + i) * hd;
+    for (int t = 0; t < n_rows; ++t) {
+        const int64_t n = pos0 + t + 1, padded = (n + L - 1) / L * L;
+        for (int h0 = 0; h0 < rep; h0 += kGroup) {
+            const int g = std::min(kGroup, rep - h0);
+            for (int i = 0; i < g; ++i) {
+                float* s = scores + (size_t(t) * rep + h0 + i) * stride;
+                int64_t j = 0;
+                for (; j + L <= n; j += L) S::store(s + j, S::mul(S::load(s + j), vscale));
+                for (; j < n; ++j) s[j] *= scale;
+                sums[i] = softmax_weights(s, n, padded);
+                ps[i] = s;
+                outs[i] = O + size_t(t) * ldo + size_t(h0 + i) * hd;
+            }
+            weighted_values(ps, sums, outs, g, V, ldkv, n, hd);
         }
-        weighted_values(ps, sums, outs, g, V, ldkv, n, hd);
     }
+}
+
+void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
+                   int kv_head, int q_per_kv, float scale) {
+    attention_rows(q, 0, K, V, ldkv, o, 0, 1, pos, head_dim, kv_head, q_per_kv, scale);
 }
 
 }  // namespace strata::cpu

@@ -27,4 +27,10 @@ void attention_causal(const float* Q, int ldq, const float* K, const float* V, i
 void attention_row(const float* q, const float* K, const float* V, int ldkv, float* o, int64_t pos, int head_dim,
                    int kv_head, int q_per_kv, float scale);
 
+// attention_row for each of n_rows query rows (row t at position pos0 + t; q and o as in
+// attention_causal), bit for bit: the rows' scores are taken together (each key read once for
+// all of them, in wide tiles), everything else per row as attention_row does it.
+void attention_rows(const float* Q, int ldq, const float* K, const float* V, int ldkv, float* O, int ldo,
+                    int n_rows, int64_t pos0, int head_dim, int kv_head, int q_per_kv, float scale);
+
 }  // namespace strata::cpu
