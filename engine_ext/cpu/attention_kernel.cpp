@@ -113,27 +113,27 @@ float softmax_weights(float* s, int64_t n, int64_t padded) {
     return total;
 }
 
-// One block of kDV vectors of head_dim for exactly kGroup queries, with compile-time bounds so
-// that the 16 accumulators stay in registers (the general loop below keeps them in memory).
+// One block of kDV vectors of head_dim for exactly G queries, with compile-time bounds so that
+// the G x kDV accumulators stay in registers (the general loop below keeps them in memory).
 // Same order per element as the general loop: fma over j in order from zero.
-void weighted_block_full(const float* const* ps, const float* sums, float* const* outs, const float* V, int ldkv,
-                         int64_t n, int d0) {
-    const float* p0 = ps[0];
-    const float* p1 = ps[1];
-    const float* p2 = ps[2];
-    const float* p3 = ps[3];
-    S::vf acc[kGroup][kDV];
-    for (int i = 0; i < kGroup; ++i)
+template <int G>
+void weighted_block(const float* const* ps, const float* sums, float* const* outs, const float* V, int ldkv,
+                    int64_t n, int d0) {
+    const float* p[G];
+    for (int i = 0; i < G; ++i) p[i] = ps[i];
+    S::vf acc[G][kDV];
+    for (int i = 0; i < G; ++i)
         for (int v = 0; v < kDV; ++v) acc[i][v] = S::zero();
     for (int64_t j = 0; j < n; ++j) {
         const float* vj = V + size_t(j) * ldkv + d0;
         S::vf vv[kDV];
         for (int v = 0; v < kDV; ++v) vv[v] = S::load(vj + v * L);
-        const S::vf w[kGroup] = {S::set1(p0[j]), S::set1(p1[j]), S::set1(p2[j]), S::set1(p3[j])};
-        for (int i = 0; i < kGroup; ++i)
+        S::vf w[G];
+        for (int i = 0; i < G; ++i) w[i] = S::set1(p[i][j]);
+        for (int i = 0; i < G; ++i)
             for (int v = 0; v < kDV; ++v) acc[i][v] = S::fma(w[i], vv[v], acc[i][v]);
     }
-    for (int i = 0; i < kGroup; ++i) {
+    for (int i = 0; i < G; ++i) {
         S::vf inv = S::set1(1.0f / sums[i]);
         for (int v = 0; v < kDV; ++v) S::store(outs[i] + d0 + v * L, S::mul(acc[i][v], inv));
     }
@@ -145,8 +145,12 @@ void weighted_values(const float* const* ps, const float* sums, float* const* ou
     const int dvec = hd / L * L;
     for (int d0 = 0; d0 < dvec; d0 += kDV * L) {
         const int nv = std::min(kDV, (dvec - d0) / L);
-        if (g == kGroup && nv == kDV) {
-            weighted_block_full(ps, sums, outs, V, ldkv, n, d0);
+        if (nv == kDV) {  // g queries, 1 <= g <= kGroup (the q heads of a KV head in a decode row: often 2)
+            static_assert(kGroup == 4, "one weighted_block per group size");
+            if (g == 4) weighted_block<4>(ps, sums, outs, V, ldkv, n, d0);
+            else if (g == 3) weighted_block<3>(ps, sums, outs, V, ldkv, n, d0);
+            else if (g == 2) weighted_block<2>(ps, sums, outs, V, ldkv, n, d0);
+            else weighted_block<1>(ps, sums, outs, V, ldkv, n, d0);
             continue;
         }
         S::vf acc[kGroup][kDV];
