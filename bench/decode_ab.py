@@ -16,6 +16,11 @@ on --gguf through --llama-python, as in vs_anchors.py); "@K=V,K2=V2" after a bui
 environment variables for its processes. With --threads 1 the windows are timed by CPU time
 (immune to other processes taking the core, not to their memory traffic); read only ratios
 that repeat across rounds on a loaded machine.
+
+The quiet-machine options are benchlib's, as in vs_anchors.py: before each process wait up to
+--wait-quiet s for the machine to quiet down; a process during which other processes used more
+than --max-others cores is re-run (--retry-busy times), else marked busy and left out of the
+medians and the paired ratios (all of a build's rounds busy: the medians use them all and say so).
 """
 from __future__ import annotations
 
@@ -121,6 +126,7 @@ def main() -> None:
     ap.add_argument("--llama-python", help="interpreter with llama-cpp-python (for the llama build)")
     ap.add_argument("--json-out")
     ap.add_argument("--child", choices=["strata", "llama"], help=argparse.SUPPRESS)
+    benchlib.add_quiet_args(ap)
     a = ap.parse_args()
     if a.child:
         if a.child == "llama":
@@ -148,18 +154,23 @@ def main() -> None:
                    "--steps", str(a.steps), "--wrounds", str(a.wrounds)] + (["--windows"] if a.windows else [])
             if a.gguf:
                 cmd += ["--gguf", a.gguf]
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            p, others, busy = benchlib.quiet_measure(
+                lambda: subprocess.run(cmd, env=env, capture_output=True, text=True), a, f"round {r} {b}")
             line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
                 print(f"round {r} {b}: failed\n{p.stderr[-2000:]}", file=sys.stderr)
                 continue
             d = json.loads(line[0][len("RESULT "):])
-            d["load"] = load
+            d.update(load=load, others=others, busy=busy, round=r)
             res[b].append(d)
             print(f"round {r} {b}: load {load:.1f}, decode {d['dec_wall_ms']:.3f} ms wall, "
-                  f"{d['dec_cpu_ms']:.3f} ms CPU", flush=True)
+                  f"{d['dec_cpu_ms']:.3f} ms CPU" + (f", others {others:.2f} cores" if others is not None else "")
+                  + (" (busy)" if busy else ""), flush=True)
     print(f"\n{a.threads} thread(s), {a.rounds} rounds, medians; load average {min(d['load'] for v in res.values() for d in v):.1f}-"
           f"{max(d['load'] for v in res.values() for d in v):.1f}\n")
+    others = [d["others"] for v in res.values() for d in v if d.get("others") is not None]
+    if others:
+        print(f"other processes used {min(others):.2f}-{max(others):.2f} cores during the processes\n")
     head = "| build | decode ms/token (wall) | decode ms/token (CPU) |"
     if a.windows:
         head += " cost(1) ms | cost(2/4/8/16)/cost(1) | over the bytes floor |"
@@ -168,6 +179,10 @@ def main() -> None:
     for b, ds in res.items():
         if not ds:
             continue
+        quiet = [d for d in ds if not d["busy"]]
+        if not quiet:
+            print(f"(all rounds of {b} were busy: its medians use them all)")
+        ds = quiet or ds
         row = (f"| {b} | {statistics.median(d['dec_wall_ms'] for d in ds):.3f} | "
                f"{statistics.median(d['dec_cpu_ms'] for d in ds):.3f} |")
         if a.windows:
@@ -181,7 +196,11 @@ def main() -> None:
         print(row)
     base = a.builds[0]
     for b in a.builds[1:]:
-        rs = [x["dec_wall_ms"] / y["dec_wall_ms"] for x, y in zip(res[base], res[b])]
+        def paired(quiet_only):
+            by_round = {d["round"]: d for d in res[b] if not (quiet_only and d["busy"])}
+            return [x["dec_wall_ms"] / by_round[x["round"]]["dec_wall_ms"] for x in res[base]
+                    if not (quiet_only and x["busy"]) and x["round"] in by_round]
+        rs = paired(True) or paired(False)  # every pair busy: pair them all
         if rs:
             print(f"\ndecode time {base} / {b} per round: " + " ".join(f"{v:.2f}" for v in rs)
                   + f" (median {statistics.median(rs):.2f})")
