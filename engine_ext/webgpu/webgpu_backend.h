@@ -5,7 +5,8 @@
 // a result (to_host, an unattached output such as the logits). Unattached host arrays (the
 // per-op test's NumPy arrays) are uploaded per op and their results read back at once.
 // Weight matrices stay on the device between calls, keyed by address and refreshed when their
-// contents version changes (a refilled expert cache slot).
+// contents version changes (a caller's refilled buffer); a streaming expert cache's slots have
+// their own device copies (slot_pool.h).
 #pragma once
 #include <functional>
 #include <map>
