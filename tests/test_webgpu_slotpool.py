@@ -134,3 +134,23 @@ def test_routed_streamed_layers_change_no_bit_and_fewer_dispatches(model, monkey
         assert da["dispatches"] < db["dispatches"], (window, da, db)
         routed.commit(keep)
         host.commit(keep)
+
+
+@pytest.mark.parametrize("eviction", ["lru", "lfu"])
+def test_read_ahead_fills_land_while_the_window_records(model, eviction):
+    """With read-ahead the next layer's predicted experts are read (and copied to their device
+    slots) on IO threads while this layer records: the logits still equal the resident model's."""
+    src, dst, info = model
+    E = int(info.ex["num_experts"])
+    ref = _decode(gpu(src))
+    eng = gpu(dst, expert_cache=_slots(info, E), readahead=True, io_threads=4, eviction=eviction)
+    out = [np.array(eng.run(PROMPT))[-1:]]
+    eng.commit(len(PROMPT))
+    issued = 0
+    for window, keep in WINDOWS:
+        out.append(np.array(eng.run(window))[:keep])
+        issued += eng.last_telemetry()["prefetch_issued"]
+        eng.commit(keep)
+    np.testing.assert_array_equal(np.concatenate(out), ref)
+    c = _counters(eng)
+    assert issued > 0 and c["moe_streamed_on_device"] > 0 and c["slot_uploads_at_fill"] > 0
