@@ -154,3 +154,20 @@ def test_read_ahead_fills_land_while_the_window_records(model, eviction):
     np.testing.assert_array_equal(np.concatenate(out), ref)
     c = _counters(eng)
     assert issued > 0 and c["moe_streamed_on_device"] > 0 and c["slot_uploads_at_fill"] > 0
+
+
+def test_slots_over_more_arenas_than_a_dispatch_binds_take_the_host_path(model, monkeypatch):
+    """Arenas of one slot each (16 KiB chunks): a window whose experts lie in more than four
+    arenas groups its rows on the host, from the same device slots; no bit changes."""
+    src, dst, info = model
+    E, L = int(info.ex["num_experts"]), int(info.ex["num_layers"])
+    ref = _decode(gpu(src))
+    monkeypatch.setenv("STRATA_WEBGPU_CHUNK_BYTES", "16384")
+    try:
+        eng = gpu(dst, expert_cache=_slots(info, E))
+    finally:
+        monkeypatch.delenv("STRATA_WEBGPU_CHUNK_BYTES")
+    np.testing.assert_array_equal(_decode(eng), ref)
+    c = _counters(eng)
+    # a one-row window (two experts) still fits: both paths ran
+    assert 0 < c["moe_streamed_on_device"] < len(WINDOWS) * L and c["slot_uploads_at_use"] == 0
