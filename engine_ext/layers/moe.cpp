@@ -162,9 +162,9 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     ru.insert(ru.end(), uni.begin(), uni.end());
     if (!views.empty())
         (*win.expert_bytes)[moe_index_] = int64_t(views[0].bytes());
-    // the acquired experts chosen on the device from the ids still there (a routing mode that
-    // picks experts on the host leaves the device's ids stale: host grouping)
-    if (!routing.approximate()) {
+    // streamed experts: the acquired ones chosen on the device from the ids still there (a
+    // routing mode that picks experts on the host leaves the device's ids stale: host grouping)
+    if (!routing.approximate() && !store.resident_layer(li)) {
         bool done = false;
         try {
             done = run_streamed(h, n, idx, wts, out, sg, shg, shu, uni, views);

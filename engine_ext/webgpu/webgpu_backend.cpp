@@ -921,10 +921,9 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     // first, even when this window's arrays are host memory (an engine's first pass, before its
     // scratch arena is sized and attached): the layer's experts are uploaded side by side before
     // the host path would upload the ones it picks in routing order
-    RoutedLayer window;
-    if (a.expert_ids) window = streamed_layer(a);
+    RoutedLayer window;  // streamed experts: made below, once the window's arrays are found on the device
     const RoutedLayer& L = a.expert_ids ? window : routed_layer(a);
-    if (!L.ok) return false;
+    if (!a.expert_ids && !L.ok) return false;
     const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
     uint64_t xo = 0, io = 0, go = 0, d_off = 0;
     const Region* rx = find(a.x, (uint64_t(a.n - 1) * a.ldx + H) * 4, xo);
@@ -935,6 +934,7 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     if ((go / 4 + P * 2 * I) > UINT32_MAX || (d_off / 4 + P * H) > UINT32_MAX || xo / 4 > UINT32_MAX ||
         io / 4 > UINT32_MAX)
         return false;
+    if (a.expert_ids && !(window = streamed_layer(a)).ok) return false;
     const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
     BufferPtr log = temp(P * 4);
     if (is_quant(L.format)) {
