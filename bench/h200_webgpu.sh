@@ -32,6 +32,9 @@
 #   GGUF_MIX="" (e.g. "Q4_K_M Q8_0": also write the anchor checkpoint as such GGUFs and time them;
 #   needs the `gguf` package, bench/webgpu_decode.py make-gguf)  PROFILE_GGUF=0 (1: GPU time per
 #   kernel of each GGUF file too)  CPU=0 also skips the GGUF files' cpu decode
+#   STREAM=0 (1: the anchor checkpoint converted to a pack, its experts streamed: decode and
+#   window cost, and dispatches/submits per window with a cache of STREAM_SLOTS=64 slots into
+#   $OUT/stream_host.jsonl)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -43,7 +46,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}"
+: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -206,6 +209,16 @@ for f in "${gguf_files[@]}"; do
   [ "$CPU" = 1 ] && step "[$label] strata cpu decode + window cost" 45 $PY bench/webgpu_decode.py strata "$f" --backend cpu \
     --tokens "$TOKENS" --max-seconds 15 --window-cost 2,4,8,16 --label "$label" --out "$RES"
 done
+
+# 12. streamed experts (a pack): the expert cache's device slots and the routed kernels
+if [ "$STREAM" = 1 ] && [ -f "$MODEL/config.json" ]; then
+  step "[anchor] convert to a pack" 60 $PY -m strata convert "$MODEL" "$WORK/anchor.strata" --force >/dev/null \
+  && step "[anchor pack] strata webgpu decode + window cost" 60 $PY bench/webgpu_decode.py strata "$WORK/anchor.strata" \
+    --backend webgpu --tokens "$TOKENS" --max-seconds 20 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" \
+    --label anchor-pack --out "$RES" \
+  && step "[anchor pack, $STREAM_SLOTS slots] dispatches and submits per window" 60 $PY bench/webgpu_host.py \
+    "$WORK/anchor.strata" --expert-cache-slots "$STREAM_SLOTS" --steps 4 >"$OUT/stream_host.jsonl"
+fi
 
 echo
 echo "================ h200_webgpu table (t=$(elapsed)s, $(date -u +%FT%TZ)) ================"

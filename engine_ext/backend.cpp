@@ -8,6 +8,8 @@
 
 namespace strata {
 
+ExpertSlotHooks Backend::expert_slot_hooks() { return {}; }
+
 namespace {
 const char* const kOpNames[kOpCount] = {"embed",      "rmsnorm",    "gated_rmsnorm", "matmul", "rotary",
                                         "attention",  "causal_conv", "gdn_inputs",   "gdn_step", "router_topk",

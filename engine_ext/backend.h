@@ -19,6 +19,17 @@ namespace strata {
 
 struct ExpertView;  // expert_store.h
 
+// What a backend with device copies of a streaming expert cache's slots hears from the cache.
+struct ExpertSlotHooks {
+    // a read landed in a slot (IO thread), before the slot is ready: its views and contents version
+    std::function<void(const ExpertView&)> filled;
+    // a temporary slot's memory (the address of its gate view) was freed
+    std::function<void(const void*)> freed;
+    // once, when the hooks are set: how many budget slots of how many bytes the cache has
+    std::function<void(int slots, uint64_t slot_bytes)> planned;
+    explicit operator bool() const { return bool(filled); }
+};
+
 // Decode windows (root + drafts) have at most kDecodeRows rows. Every op is exact by default:
 // one fixed code path per output element whatever the row count, the other rows or the thread
 // count (batch invariance). The engine runs windows of up to kExactRows rows exactly (so any
@@ -185,8 +196,17 @@ public:
         float* GU;
         float* D;
         std::shared_ptr<std::vector<int>> ids;
+        // Null: `experts` are every expert of the layer, resident for the store's lifetime.
+        // Streamed experts: experts[u] (u < n_experts) is expert expert_ids[u] of the layer's
+        // `layer_experts`, acquired for this window (the union of idx, read on the host); the
+        // views are valid for this call only.
+        const int* expert_ids = nullptr;
+        int layer_experts = 0;
     };
     virtual bool moe_experts(const MoeExpertsArgs& /*a*/) { return false; }
+    // For a streaming expert store (ExpertStore::set_slot_hooks). Empty (the default): the
+    // backend reads slots where it uses them.
+    virtual ExpertSlotHooks expert_slot_hooks();
     // x[i] += y[i]
     virtual void add(float* x, const float* y, size_t n) = 0;
     // The residual add and the next norm: x += y over rows x dim (packed), then out = rmsnorm(x)

@@ -155,6 +155,7 @@ void StreamingExpertStore::load(int slot, uint64_t gen) {
     uint8_t* buf;
     int key;
     bool fail_injected = false;
+    ExpertView landed;  // for the fill hook: a Loading slot is never reassigned, so these stay its views
     {
         std::lock_guard<std::mutex> lk(m_);
         Slot& s = *slots_[size_t(slot)];
@@ -162,6 +163,7 @@ void StreamingExpertStore::load(int slot, uint64_t gen) {
         s.claimed = true;
         buf = s.buf;
         key = s.key;
+        landed = view_of(key / E_, s);
         auto it = injected_.find(key);
         if (it != injected_.end() && it->second > 0) {
             fail_injected = true;
@@ -170,6 +172,12 @@ void StreamingExpertStore::load(int slot, uint64_t gen) {
     }
     std::string err = fail_injected ? std::string("read error: Input/output error (injected by test hook)")
                                     : pack_.read_blob(key / E_, key % E_, buf);
+    // The backend's device copy (if it keeps one) is made before the slot is Ready: a layer
+    // waiting for this read finds it made, and its upload is off the engine's thread.
+    if (err.empty()) {
+        std::lock_guard<std::mutex> hk(hook_m_);
+        if (hooks_.filled) hooks_.filled(landed);
+    }
     {
         std::lock_guard<std::mutex> lk(m_);
         Slot& s = *slots_[size_t(slot)];
@@ -184,6 +192,31 @@ void StreamingExpertStore::load(int slot, uint64_t gen) {
         }
     }
     ready_cv_.notify_all();
+}
+
+ExpertView StreamingExpertStore::view_of(int ord, const Slot& s) const {
+    const auto& g = pack_.geo();
+    const int64_t gate_bytes = g.mat_bytes(ord, 0), up_bytes = g.mat_bytes(ord, 1);
+    ExpertView v;
+    v.gate = make_mat(s.buf, g.mat_format(ord, 0), g.inter, g.hidden);
+    v.up = make_mat(s.buf + gate_bytes, g.mat_format(ord, 1), g.inter, g.hidden);
+    v.down = make_mat(s.buf + gate_bytes + up_bytes, g.mat_format(ord, 2), g.hidden, g.inter);
+    v.gate.version = v.up.version = v.down.version = s.version;
+    return v;
+}
+
+void StreamingExpertStore::set_slot_hooks(const void* owner, ExpertSlotHooks hooks) {
+    std::lock_guard<std::mutex> hk(hook_m_);
+    hook_owner_ = owner;
+    hooks_ = std::move(hooks);
+    if (hooks_.planned) hooks_.planned(n_slots_, uint64_t(pack_.geo().stride));
+}
+
+void StreamingExpertStore::clear_slot_hooks(const void* owner) {
+    std::lock_guard<std::mutex> hk(hook_m_);
+    if (hook_owner_ != owner) return;
+    hook_owner_ = nullptr;
+    hooks_ = {};
 }
 
 void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& experts,
@@ -260,54 +293,58 @@ void StreamingExpertStore::acquire_layer(int layer, const std::vector<int>& expe
     }
     if (!err.empty()) {
         // Undo this call's pins; failed slots are dropped so that a later window retries them.
+        std::vector<const void*> freed;
         for (int i : mine) {
             Slot& s = *slots_[size_t(i)];
             if (--s.pins == 0 && s.overflow) {
-                evict_locked(s);
-                s.overflow = false;
-                std::free(s.buf);
-                s.buf = nullptr;
-                free_overflow_.push_back(i);
-                --overflow_live_;
+                free_overflow_locked(i, freed);
             } else if (s.pins == 0 && s.state == State::Failed) {
                 evict_locked(s);
             }
         }
+        lk.unlock();
+        tell_freed(freed);
         throw ModelError(err);
     }
     auto& held = held_[layer];
     held.insert(held.end(), mine.begin(), mine.end());
     lk.unlock();
 
-    const auto& g = pack_.geo();
-    const int64_t gate_bytes = g.mat_bytes(ord, 0), up_bytes = g.mat_bytes(ord, 1);
     out.resize(experts.size());
-    for (size_t k = 0; k < mine.size(); ++k) {
-        const Slot& s = *slots_[size_t(mine[k])];
-        const uint8_t* p = s.buf;
-        out[k].gate = make_mat(p, g.mat_format(ord, 0), g.inter, g.hidden);
-        out[k].up = make_mat(p + gate_bytes, g.mat_format(ord, 1), g.inter, g.hidden);
-        out[k].down = make_mat(p + gate_bytes + up_bytes, g.mat_format(ord, 2), g.hidden, g.inter);
-        out[k].gate.version = out[k].up.version = out[k].down.version = s.version;
-    }
+    for (size_t k = 0; k < mine.size(); ++k) out[k] = view_of(ord, *slots_[size_t(mine[k])]);
+}
+
+void StreamingExpertStore::free_overflow_locked(int i, std::vector<const void*>& freed) {
+    Slot& s = *slots_[size_t(i)];
+    evict_locked(s);
+    s.overflow = false;
+    freed.push_back(s.buf);
+    std::free(s.buf);
+    s.buf = nullptr;
+    free_overflow_.push_back(i);
+    --overflow_live_;
+}
+
+void StreamingExpertStore::tell_freed(const std::vector<const void*>& freed) {
+    if (freed.empty()) return;
+    std::lock_guard<std::mutex> hk(hook_m_);
+    if (hooks_.freed)
+        for (const void* p : freed) hooks_.freed(p);
 }
 
 void StreamingExpertStore::release_layer(int layer) {
-    std::lock_guard<std::mutex> lk(m_);
-    auto it = held_.find(layer);
-    if (it == held_.end()) return;
-    for (int i : it->second) {
-        Slot& s = *slots_[size_t(i)];
-        if (--s.pins == 0 && s.overflow) {
-            evict_locked(s);
-            s.overflow = false;
-            std::free(s.buf);
-            s.buf = nullptr;
-            free_overflow_.push_back(i);
-            --overflow_live_;
+    std::vector<const void*> freed;
+    {
+        std::lock_guard<std::mutex> lk(m_);
+        auto it = held_.find(layer);
+        if (it == held_.end()) return;
+        for (int i : it->second) {
+            Slot& s = *slots_[size_t(i)];
+            if (--s.pins == 0 && s.overflow) free_overflow_locked(i, freed);
         }
+        held_.erase(it);
     }
-    held_.erase(it);
+    tell_freed(freed);
 }
 
 void StreamingExpertStore::prefetch(int layer, const std::vector<int>& experts) {

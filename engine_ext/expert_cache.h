@@ -41,6 +41,8 @@ public:
     bool wants_prefetch() const override { return readahead_; }
     bool is_ready(int layer, int expert) const override;
     void drain_telemetry(WindowTelemetry& t) override;
+    void set_slot_hooks(const void* owner, ExpertSlotHooks hooks) override;
+    void clear_slot_hooks(const void* owner) override;
 
     void set_readahead(bool on) { readahead_ = on; }
     int slots() const { return n_slots_; }
@@ -87,6 +89,9 @@ private:
     double lfu_score_locked(int key) const;
     void touch_locked(int key);
     std::string describe(int key) const;
+    ExpertView view_of(int ord, const Slot& s) const;
+    void free_overflow_locked(int i, std::vector<const void*>& freed);  // a temporary slot, unpinned
+    void tell_freed(const std::vector<const void*>& freed);             // (without m_)
 
     PackFile pack_;
     StreamOptions opt_;
@@ -108,6 +113,9 @@ private:
     std::vector<uint64_t> freq_tick_;              // LFU: layer tick of the last update
     std::unordered_map<int, int> injected_;        // key -> reads left to fail
     Counters c_;
+    std::mutex hook_m_;            // held while a hook runs (never with m_)
+    const void* hook_owner_ = nullptr;
+    ExpertSlotHooks hooks_;
     std::unique_ptr<IoPool> pool_;                 // last: joined before the slots go away
 };
 

@@ -2,8 +2,10 @@
 // streaming cache (expert-major pack + slots + async IO) is another.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "backend.h"
 #include "format.h"
 #include "telemetry.h"
 
@@ -35,6 +37,12 @@ public:
     virtual const std::vector<ExpertView>* resident_layer(int /*layer*/) const { return nullptr; }
     // Whether an expert is resident and ready now (for cache-aware routing modes).
     virtual bool is_ready(int /*layer*/, int /*expert*/) const { return true; }
+    // A store with slots calls hooks.filled on an IO thread each time a read lands in a slot
+    // (before the slot is ready), so a backend can copy it to its device then rather than at first
+    // use, and hooks.freed when it frees a temporary slot's memory. One owner at a time;
+    // clear_slot_hooks(owner) removes `owner`'s and waits for a call in progress. Default: no slots.
+    virtual void set_slot_hooks(const void* /*owner*/, ExpertSlotHooks /*hooks*/) {}
+    virtual void clear_slot_hooks(const void* /*owner*/) {}
     // Adds this store's counters for the window that just ran, then clears them.
     virtual void drain_telemetry(WindowTelemetry& /*t*/) {}
 };

@@ -95,9 +95,11 @@ Engine::Engine(const ModelSpec& spec, const std::vector<TensorRef>& tensors, std
         attach(B.in_norm);
         attach(B.post_norm);
     }
+    // a backend with device copies of the cache's slots makes them when the reads land
+    if (ExpertSlotHooks hooks = be_->expert_slot_hooks()) store_->set_slot_hooks(this, std::move(hooks));
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() { store_->clear_slot_hooks(this); }
 
 // ---------------------------------------------------------------------------------------------
 // forward

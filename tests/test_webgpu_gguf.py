@@ -179,8 +179,8 @@ def test_a_format_without_gpu_kernels_is_refused_at_load(tmp_path):
 
 def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp_path):
     """`strata convert file.gguf PACK` keeps the blocks per expert; streamed through a cache that
-    holds a fraction of a layer (slots refilled, re-uploaded when their contents change), the
-    webgpu logits equal the resident .gguf's on webgpu bit for bit, with drafted windows too."""
+    holds a fraction of a layer (slots refilled, their device copies rewritten when reads land),
+    the webgpu logits equal the resident .gguf's on webgpu bit for bit, with drafted windows too."""
     from strata.pack import convert, read_pack
 
     src = ggufs[("qwen3_next", "Q4_K_M")]
@@ -202,8 +202,13 @@ def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp
 
     ref = decode(strata.load(src, threads=1, backend="webgpu"))
     k = strata.load(src, threads=1).config["top_k"]
-    got = decode(strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"]))
+    eng = strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"])
+    got = decode(eng)
     np.testing.assert_array_equal(got, ref)
+    # the windows after the first pass ran their acquired experts through matmul_quant_routed,
+    # from device slots written when the reads landed
+    c = dict(eng.backend_counters())
+    assert c["moe_streamed_on_device"] > 0 and c["slot_uploads_at_fill"] > 0 and c["slot_uploads_at_use"] == 0
 
 
 @pytest.mark.parametrize("arch,mix", [("qwen3_moe", "Q4_K_M"), ("qwen3_next", "Q8_0"), ("qwen3_moe", "Q5_0+Q5_1")])

@@ -48,7 +48,7 @@ bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float*
     if (!all || !win.late_ids) return false;
     const ModelSpec& s = env_.spec;
     Backend& be = env_.be;
-    const int H = s.hidden, k = s.top_k, I = s.moe_inter, SI = s.shared_inter;
+    const int H = s.hidden, k = s.top_k, I = s.moe_inter;
     const int NS = n * k;
     ScratchScope sc(env_.scratch);
     float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
@@ -57,6 +57,33 @@ bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float*
     if (!be.moe_experts({h, H, n, idx, k, all->data(), int(all->size()), H, I, GU, D, ids})) return false;
     win.late_ids->push_back({moe_index_, ids});
     if (!all->empty()) (*win.expert_bytes)[moe_index_] = int64_t((*all)[0].bytes());
+    combine_pairs(n, D, wts, out, sg, shg, shu);
+    return true;
+}
+
+bool FfnBlock::run_streamed(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
+                            float* shg, const float* shu, const std::vector<int>& uni,
+                            const std::vector<ExpertView>& views) {
+    const ModelSpec& s = env_.spec;
+    const int H = s.hidden, k = s.top_k, I = s.moe_inter;
+    const int NS = n * k;
+    ScratchScope sc(env_.scratch);
+    float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
+    float* D = sc.alloc<float>(size_t(NS) * H);
+    Backend::MoeExpertsArgs a{h, H, n, idx, k, views.data(), int(views.size()), H, I, GU, D, nullptr};
+    a.expert_ids = uni.data();
+    a.layer_experts = s.n_experts;
+    if (!env_.be.moe_experts(a)) return false;
+    combine_pairs(n, D, wts, out, sg, shg, shu);
+    return true;
+}
+
+void FfnBlock::combine_pairs(int n, const float* D, const float* wts, float* out, const float* sg, float* shg,
+                             const float* shu) {
+    const ModelSpec& s = env_.spec;
+    Backend& be = env_.be;
+    const int H = s.hidden, k = s.top_k, SI = s.shared_inter;
+    const int NS = n * k;
     if (has_shared_) {
         be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
         be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
@@ -67,7 +94,6 @@ bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float*
         for (int i = 0; i < NS; ++i) slots_[size_t(i)] = i;
     }
     be.moe_combine(D, slots_.data(), wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
-    return true;
 }
 
 void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
@@ -136,6 +162,21 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     ru.insert(ru.end(), uni.begin(), uni.end());
     if (!views.empty())
         (*win.expert_bytes)[moe_index_] = int64_t(views[0].bytes());
+    // streamed experts: the acquired ones chosen on the device from the ids still there (a
+    // routing mode that picks experts on the host leaves the device's ids stale: host grouping)
+    if (!routing.approximate() && !store.resident_layer(li)) {
+        bool done = false;
+        try {
+            done = run_streamed(h, n, idx, wts, out, sg, shg, shu, uni, views);
+        } catch (...) {
+            store.release_layer(li);
+            throw;
+        }
+        if (done) {
+            store.release_layer(li);
+            return;
+        }
+    }
     // group rows by expert: each expert's weights are read once for all its rows
     const int I = s.moe_inter;
     const int U = int(uni.size());

@@ -11,8 +11,6 @@
 
 namespace strata::webgpu {
 
-namespace {
-
 WeightFormat to_weight_format(WFormat f) {
     switch (f) {
         case WFormat::F32: return WeightFormat::F32;
@@ -28,6 +26,8 @@ WeightFormat to_weight_format(WFormat f) {
             throw std::runtime_error(std::string("webgpu: no kernel for ") + format_info(f).name + " weights");
     }
 }
+
+namespace {
 
 // rows x heads vectors of `dim` floats: vector (r, h) at p + r*ld + h*hs.
 struct View {
@@ -209,6 +209,28 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     fuse_ = !(fuse && std::string(fuse) == "0");
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
+    slots_ = std::make_unique<SlotPool>(*device_);
+}
+
+ExpertSlotHooks WebGpuBackend::expert_slot_hooks() {
+    ExpertSlotHooks h;
+    h.filled = [this](const ExpertView& v) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        try {
+            slots_->filled(v, open_batch());
+        } catch (const std::exception&) {
+            // left for the use, which uploads again and reports the error on the engine's thread
+        }
+    };
+    h.freed = [this](const void* slot) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        slots_->freed(slot, open_batch());
+    };
+    h.planned = [this](int slots, uint64_t slot_bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        slots_->plan(slots, slot_bytes);
+    };
+    return h;
 }
 
 namespace {
@@ -244,6 +266,8 @@ bool WebGpuBackend::supports(Op op, WFormat f) const {
 }
 
 const GpuMatrix& WebGpuBackend::weights(const MatView& W) {
+    // a streaming cache slot's matrix: its slot's device copy (SlotPool), current
+    if (const GpuMatrix* m = slots_->matrix(W, open_batch(), [this] { flush(); })) return *m;
     WeightFormat format = to_weight_format(W.format);
     // The device copy is current when the view is the same matrix with the same contents
     // version: refilled memory (an expert cache slot) comes with a new version, so no host pass
@@ -773,14 +797,13 @@ void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w,
     a.done();
 }
 
-const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsArgs& a) {
-    auto found = routed_.find(a.experts[0].gate.data);
-    if (found != routed_.end()) return found->second;
-    RoutedLayer& L = routed_[a.experts[0].gate.data];
-    const int E = a.n_experts, H = a.hidden, I = a.inter;
+// Whether the experts of `a` fit the routed kernels (format, shape); quant: block formats.
+bool WebGpuBackend::routed_fits(const MoeExpertsArgs& a, bool& quant) const {
+    const int H = a.hidden, I = a.inter;
     const WFormat f = a.experts[0].gate.format, fd = a.experts[0].down.format;
     const int rb = int(kernels_->rows_per_workgroup());
-    const bool half = f == WFormat::F16 || f == WFormat::BF16, quant = quant_matmul_format(f) && quant_matmul_format(fd);
+    const bool half = f == WFormat::F16 || f == WFormat::BF16;
+    quant = quant_matmul_format(f) && quant_matmul_format(fd);
     bool ok = false;
     if (half) ok = fd == f && H % 8 == 0 && I % 8 == 0 && H % rb == 0 && I % rb == 0;
     // block formats: whole blocks per row, and whole workgroups of rows (8 rows of 256-blocks, 2 of 32-blocks)
@@ -788,6 +811,41 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
         const QuantLayout &Lg = quant_layout(to_weight_format(f)), &Ld = quant_layout(to_weight_format(fd));
         ok = H % Lg.block_elems == 0 && I % Ld.block_elems == 0 && I % 8 == 0 && H % 8 == 0;
     }
+    for (int e = 0; ok && e < a.n_experts; ++e) {
+        const ExpertView& v = a.experts[e];
+        ok = v.gate.format == f && v.up.format == f && v.down.format == fd && v.gate.rows == I && v.gate.cols == H &&
+             v.up.rows == I && v.up.cols == H && v.down.rows == H && v.down.cols == I;
+    }
+    return ok;
+}
+
+// Table entry `slot` (expert * 3 + matrix) = (binding of m's arena in bufs, its first word or vec4).
+bool WebGpuBackend::routed_place(const GpuMatrix& m, bool quant, size_t slot, std::vector<uint32_t>& table,
+                                 std::vector<BufRef>& bufs) {
+    if (quant ? m.chunks.size() != 1 : !Kernels::gather_ok(m)) return false;
+    const GpuMatrix::Chunk& c = m.chunks[0];
+    const int b = Kernels::weight_binding(bufs, c.buffer);
+    if (b < 0) return false;
+    table[slot * 2] = uint32_t(b);
+    table[slot * 2 + 1] = uint32_t(quant ? c.offset / 4 : c.offset / 16);  // words / vec4 words
+    return true;
+}
+
+void WebGpuBackend::routed_formats(RoutedLayer& L, const GpuMatrix& gate, const GpuMatrix& down) {
+    L.format = gate.format;
+    L.down_format = down.format;
+    L.gu_row_words = gate.row_words;
+    L.down_row_words = down.row_words;
+}
+
+const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsArgs& a) {
+    auto found = routed_.find(a.experts[0].gate.data);
+    if (found != routed_.end()) return found->second;
+    RoutedLayer& L = routed_[a.experts[0].gate.data];
+    const int E = a.n_experts, H = a.hidden, I = a.inter;
+    const WFormat f = a.experts[0].gate.format, fd = a.experts[0].down.format;
+    bool quant = false;
+    bool ok = routed_fits(a, quant);
     // device bytes of one matrix, for the arena reservation
     auto device_bytes = [&](WFormat g, int rows, int cols) {
         return quant ? uint64_t(rows) * quant_row_words(to_weight_format(g), uint32_t(cols)) * 4 : uint64_t(rows) * cols * 2;
@@ -795,37 +853,54 @@ const WebGpuBackend::RoutedLayer& WebGpuBackend::routed_layer(const MoeExpertsAr
     uint64_t gu_bytes = 0, down_bytes = 0;  // what is still to upload
     for (int e = 0; ok && e < E; ++e) {
         const ExpertView& v = a.experts[e];
-        ok = v.gate.format == f && v.up.format == f && v.down.format == fd && v.gate.rows == I && v.gate.cols == H &&
-             v.up.rows == I && v.up.cols == H && v.down.rows == H && v.down.cols == I;
-        if (!ok) break;
         if (!weights_.count(v.gate.data)) gu_bytes += device_bytes(f, I, H);
         if (!weights_.count(v.up.data)) gu_bytes += device_bytes(f, I, H);
         if (!weights_.count(v.down.data)) down_bytes += device_bytes(fd, H, I);
     }
     if (!ok) return L;
     std::vector<uint32_t> table(size_t(E) * 3 * 2);
-    auto place = [&](const MatView& W, size_t slot, std::vector<BufRef>& bufs) {
-        const GpuMatrix& m = weights(W);
-        if (quant ? m.chunks.size() != 1 : !Kernels::gather_ok(m)) return false;
-        const GpuMatrix::Chunk& c = m.chunks[0];
-        const int b = Kernels::weight_binding(bufs, c.buffer);
-        if (b < 0) return false;
-        table[slot * 2] = uint32_t(b);
-        table[slot * 2 + 1] = uint32_t(quant ? c.offset / 4 : c.offset / 16);  // words / vec4 words
-        return true;
-    };
     // each layer's gates and ups side by side, then its downs: two dispatches bind few arenas
     pool_->reserve(gu_bytes);
     for (int e = 0; ok && e < E; ++e)
-        ok = place(a.experts[e].gate, size_t(e) * 3, L.gu_buffers) && place(a.experts[e].up, size_t(e) * 3 + 1, L.gu_buffers);
+        ok = routed_place(weights(a.experts[e].gate), quant, size_t(e) * 3, table, L.gu_buffers) &&
+             routed_place(weights(a.experts[e].up), quant, size_t(e) * 3 + 1, table, L.gu_buffers);
     pool_->reserve(down_bytes);
-    for (int e = 0; ok && e < E; ++e) ok = place(a.experts[e].down, size_t(e) * 3 + 2, L.down_buffers);
+    for (int e = 0; ok && e < E; ++e)
+        ok = routed_place(weights(a.experts[e].down), quant, size_t(e) * 3 + 2, table, L.down_buffers);
     if (!ok) return L;
-    L.format = to_weight_format(f);
-    L.down_format = to_weight_format(fd);
-    L.gu_row_words = weights(a.experts[0].gate).row_words;
-    L.down_row_words = weights(a.experts[0].down).row_words;
+    routed_formats(L, weights(a.experts[0].gate), weights(a.experts[0].down));
     L.table = device_->upload(table.data(), table.size() * 4, "expert table");
+    L.ok = true;
+    return L;
+}
+
+// Streamed experts: this window's table over the acquired slots' device copies (SlotPool), in a
+// window temporary; ok = false where they do not fit the routed kernels (format, shape, their
+// slots in more than kGatherBuffers arenas).
+WebGpuBackend::RoutedLayer WebGpuBackend::streamed_layer(const MoeExpertsArgs& a) {
+    RoutedLayer L;
+    bool quant = false;
+    if (a.layer_experts <= 0 || a.layer_experts > int(Kernels::kMaxExperts) || !routed_fits(a, quant)) return L;
+    if (a.n_experts <= 0) return L;
+    std::vector<uint32_t> table(size_t(a.layer_experts) * 3 * 2, 0);
+    std::vector<SlotPool::Entry*> entries(size_t(a.n_experts));
+    // every slot current first (an upload may submit the open batch), then all marked as read by it
+    for (int u = 0; u < a.n_experts; ++u) {
+        if (a.expert_ids[u] < 0 || a.expert_ids[u] >= a.layer_experts) return L;
+        entries[size_t(u)] = &slots_->current(a.experts[u], open_batch(), [this] { flush(); });
+    }
+    for (int u = 0; u < a.n_experts; ++u) {
+        SlotPool::Entry& s = *entries[size_t(u)];
+        const size_t e = size_t(a.expert_ids[u]);
+        s.used_serial = open_batch();
+        if (!routed_place(s.m[0], quant, e * 3, table, L.gu_buffers) ||
+            !routed_place(s.m[1], quant, e * 3 + 1, table, L.gu_buffers) ||
+            !routed_place(s.m[2], quant, e * 3 + 2, table, L.down_buffers))
+            return L;
+    }
+    routed_formats(L, entries[0]->m[0], entries[0]->m[2]);
+    L.table = temp(table.size() * 4);
+    device_->write(L.table, 0, table.data(), table.size() * 4);
     L.ok = true;
     return L;
 }
@@ -846,8 +921,9 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     // first, even when this window's arrays are host memory (an engine's first pass, before its
     // scratch arena is sized and attached): the layer's experts are uploaded side by side before
     // the host path would upload the ones it picks in routing order
-    const RoutedLayer& L = routed_layer(a);
-    if (!L.ok) return false;
+    RoutedLayer window;  // streamed experts: made below, once the window's arrays are found on the device
+    const RoutedLayer& L = a.expert_ids ? window : routed_layer(a);
+    if (!a.expert_ids && !L.ok) return false;
     const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
     uint64_t xo = 0, io = 0, go = 0, d_off = 0;
     const Region* rx = find(a.x, (uint64_t(a.n - 1) * a.ldx + H) * 4, xo);
@@ -858,7 +934,8 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     if ((go / 4 + P * 2 * I) > UINT32_MAX || (d_off / 4 + P * H) > UINT32_MAX || xo / 4 > UINT32_MAX ||
         io / 4 > UINT32_MAX)
         return false;
-    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
+    if (a.expert_ids && !(window = streamed_layer(a)).ok) return false;
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
     BufferPtr log = temp(P * 4);
     if (is_quant(L.format)) {
         moe_experts_quant(a, L, BufRef(rx->buf), xo, BufRef(rg->buf), go, BufRef(rd->buf), d_off, BufRef(ri->buf), io, log);
@@ -878,7 +955,7 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     kernels_->matmul_routed(rec_, BufRef(rg->buf), BufRef(rd->buf), BufRef(ri->buf), BufRef(L.table), L.down_buffers,
                             BufRef(), dn);
     if (a.ids) late_reads_.push_back({log, p32, a.ids});
-    ++routed_layers_run_;
+    ++(a.expert_ids ? streamed_layers_run_ : routed_layers_run_);
     submit_early();
     return true;
 }
@@ -977,7 +1054,7 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
                                       const BufRef& gu, uint64_t go, const BufRef& d, uint64_t d_off,
                                       const BufRef& ids, uint64_t io, const BufferPtr& log) {
     const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
-    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.n_experts);
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
     BufferPtr xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
     kernels_->quantize_rows(rec_, x, uint32_t(xo / 4), uint32_t(a.ldx), uint32_t(a.n), uint32_t(H), L.format, BufRef(xq));
     Kernels::Routed up{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0, 0, 0, 0,
@@ -990,7 +1067,7 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
                        uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H), uint32_t(io / 4), E};
     kernels_->matmul_quant_routed(rec_, BufRef(gq), d, ids, BufRef(L.table), L.down_buffers, BufRef(), dn);
     if (a.ids) late_reads_.push_back({log, p32, a.ids});
-    ++routed_layers_run_;
+    ++(a.expert_ids ? streamed_layers_run_ : routed_layers_run_);
     submit_early();
 }
 

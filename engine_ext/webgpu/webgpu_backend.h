@@ -5,7 +5,8 @@
 // a result (to_host, an unattached output such as the logits). Unattached host arrays (the
 // per-op test's NumPy arrays) are uploaded per op and their results read back at once.
 // Weight matrices stay on the device between calls, keyed by address and refreshed when their
-// contents version changes (a refilled expert cache slot).
+// contents version changes (a caller's refilled buffer); a streaming expert cache's slots have
+// their own device copies (slot_pool.h).
 #pragma once
 #include <functional>
 #include <map>
@@ -17,6 +18,7 @@
 #include "expert_store.h"
 #include "webgpu/device.h"
 #include "webgpu/kernels.h"
+#include "webgpu/slot_pool.h"
 
 namespace strata::webgpu {
 
@@ -47,6 +49,9 @@ public:
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     bool moe_experts(const MoeExpertsArgs& a) override;
+    // A streamed expert's read landed (IO thread): its slot's device copy is written now; a
+    // temporary slot's memory was freed: its device copy goes back to the arenas.
+    ExpertSlotHooks expert_slot_hooks() override;
     void add(float* x, const float* y, size_t n) override;
     void add_rmsnorm(float* x, const float* y, int rows, int dim, RowsF out, const float* w, float eps) override;
     void copy(RowsC src, RowsF dst, int rows, int heads, int dim) override;
@@ -62,7 +67,10 @@ public:
         std::vector<std::pair<std::string, double>> c = {
             {"submits", double(submits_)}, {"early_submits", double(early_submits_)},
             {"dispatches", double(dispatches_)}, {"bind_groups_made", double(device_->bind_groups_made())},
-            {"encode_s", encode_s_}, {"run_s", run_s_}, {"moe_on_device", double(routed_layers_run_)}};
+            {"encode_s", encode_s_}, {"run_s", run_s_}, {"moe_on_device", double(routed_layers_run_)},
+            {"moe_streamed_on_device", double(streamed_layers_run_)},
+            {"slot_uploads_at_fill", double(slots_->uploads_at_fill())},
+            {"slot_uploads_at_use", double(slots_->uploads_at_use())}};
         if (device_->profile_mode()) {
             c.push_back({"gpu_profile", double(device_->profile_mode())});
             c.push_back({"gpu_span_us", device_->profile_span_ns() * 1e-3});
@@ -135,6 +143,15 @@ private:
     };
     std::unordered_map<const void*, RoutedLayer> routed_;  // by the layer's first expert's gate
     const RoutedLayer& routed_layer(const MoeExpertsArgs& a);
+    RoutedLayer streamed_layer(const MoeExpertsArgs& a);  // a window's table over cache slots
+    bool routed_fits(const MoeExpertsArgs& a, bool& quant) const;
+    static bool routed_place(const GpuMatrix& m, bool quant, size_t slot, std::vector<uint32_t>& table,
+                             std::vector<BufRef>& bufs);
+    static void routed_formats(RoutedLayer& L, const GpuMatrix& gate, const GpuMatrix& down);
+    // device copies of a streaming expert cache's slots (under mutex_, from the IO threads too)
+    std::unique_ptr<SlotPool> slots_;
+    // the batch being recorded: every submit starts the next (SlotPool: which copies it still reads)
+    uint64_t open_batch() const { return submits_ + early_submits_; }
     void routed_swiglu(float* GU, uint64_t n);
     void moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo, const BufRef& gu,
                            uint64_t go, const BufRef& d, uint64_t d_off, const BufRef& ids, uint64_t io,
@@ -146,7 +163,7 @@ private:
         std::shared_ptr<std::vector<int>> out;
     };
     std::vector<LateRead> late_reads_;
-    uint64_t routed_layers_run_ = 0;
+    uint64_t routed_layers_run_ = 0, streamed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
     // STRATA_WEBGPU_QUANT_GATHER=0: block-format jobs over one x one dispatch each (the tests compare)
     bool quant_gather_ = true;

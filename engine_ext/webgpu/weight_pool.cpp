@@ -29,12 +29,13 @@ WeightSlot WeightPool::take(uint64_t bytes) {
     return s;
 }
 
-void WeightPool::reserve(uint64_t bytes) {
+void WeightPool::reserve(uint64_t bytes, uint64_t at_least) {
     if (!arenas_.empty() && arenas_.back().buffer->size() - arenas_.back().used >= bytes) return;
     const uint64_t chunk = device_.limits().chunk_bytes;
     const uint64_t align = std::max<uint64_t>(device_.limits().min_storage_offset_alignment, 16);
     uint64_t size = std::min(chunk, (bytes + align - 1) / align * align);
     if (!arenas_.empty()) size = std::max(size, std::min(arenas_.back().buffer->size(), chunk));
+    size = std::max(size, std::min((at_least + align - 1) / align * align, chunk));
     arenas_.push_back({device_.create_buffer(size, "weight arena"), 0});
 }
 

@@ -27,8 +27,9 @@ public:
     size_t arenas() const { return arenas_.size(); }
     // The next takes, `bytes` in all, are about to belong together (a MoE layer's experts, bound
     // in one dispatch): when they would not fit in what is left of the last arena, start a new
-    // one of up to the chunk size for them, so they span as few arenas as the chunk size allows.
-    void reserve(uint64_t bytes);
+    // one of up to the chunk size for them, so they span as few arenas as the chunk size allows;
+    // a new arena is at least `at_least` bytes (up to the chunk size).
+    void reserve(uint64_t bytes, uint64_t at_least = 0);
 
 private:
     struct Arena {
