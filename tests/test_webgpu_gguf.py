@@ -281,3 +281,26 @@ def test_gathered_quantized_matmuls_change_no_bit(ggufs, arch, mix, monkeypatch)
         assert fewer >= (8 if arch == "qwen3_next" else 4), (window, fewer)
         gathered.commit(keep)
         single.commit(keep)
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1"), ("qwen3_next", "Q8_0")])
+def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monkeypatch):
+    """Once a block-format matmul has quantized an op's output, that op (the norms, the residual
+    add with the next norm, SwiGLU; the routed experts' SwiGLU always) quantizes its rows as it
+    writes them (norm_quant.wgsl) and the matmul, or the routed experts, take those codes instead
+    of a quantize_rows dispatch: every logit equals the unfolded path's
+    (STRATA_WEBGPU_QUANT_FOLD=0) bit for bit, with fewer dispatches per window, one submit."""
+    path = ggufs[(arch, mix)]
+    folded, plain = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0"))
+    # the first window teaches the post-attention norms (the prefill's MoE layers group on the host)
+    for i, (window, keep) in enumerate([([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]):
+        before, plain_before = folded.backend_counters(), plain.backend_counters()
+        np.testing.assert_array_equal(np.array(folded.run(window)), np.array(plain.run(window)))
+        after, plain_after = folded.backend_counters(), plain.backend_counters()
+        fewer = (plain_after["dispatches"] - plain_before["dispatches"]) - (after["dispatches"] - before["dispatches"])
+        # per layer (4): the input norm's, the post-attention norm's (one for the shared and the
+        # routed experts) and the routed SwiGLU's quantize_rows; then the final norm's
+        assert fewer >= (4 * 3 + 1 if i else 4 * 2 + 1), (window, fewer)
+        assert after["submits"] - before["submits"] == 1, window
+        folded.commit(keep)
+        plain.commit(keep)
