@@ -9,6 +9,7 @@ struct Params {
     groups_x: u32,
     d_off: u32,  // norm_quant.wgsl: word of the activation scales in xq
     e_off: u32,  // norm_quant.wgsl: word of the per-32 sums in xq
+    heads: u32,  // norm_quant.wgsl's rmsnorm_gated_quant: rows of `heads` vectors of D
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -64,16 +65,20 @@ fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id)
     rmsnorm_row(lid3.x, row);
 }
 
+fn rmsnorm_gated_row(lid: u32, row: u32) {
+    let base = row * p.D;
+    let inv = inv_rms(lid, base);
+    for (var d = lid; d < p.D; d += WG) {
+        let g = z[base + d];
+        y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
+    }
+}
+
 @compute @workgroup_size({{WG}})
 fn rmsnorm_gated(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = wid.y * p.groups_x + wid.x;
     if (row >= p.rows) { return; }
-    let base = row * p.D;
-    let inv = inv_rms(lid3.x, base);
-    for (var d = lid3.x; d < p.D; d += WG) {
-        let g = z[base + d];
-        y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
-    }
+    rmsnorm_gated_row(lid3.x, row);
 }
 
 // The residual add fused with the next norm (the backend's add_rmsnorm): x += z, then

@@ -1,5 +1,6 @@
 // Producers that also quantize the rows they write, for the block-format matmul that reads them
-// next (shaders/matmul_quant.wgsl): rmsnorm, add_rmsnorm and swiglu, one workgroup per row.
+// next (shaders/matmul_quant.wgsl): rmsnorm, add_rmsnorm, the gated rmsnorm (a token's heads)
+// and swiglu, one workgroup per row.
 // The workgroup computes its row exactly as norm.wgsl's kernel (or elementwise.wgsl's swiglu)
 // does and writes it, then, after a storage barrier, quantizes that row from what it wrote with
 // quantize_rows' own block function (quant_act.wgsl): the codes and scales are those
@@ -31,6 +32,20 @@ fn add_rmsnorm_quant(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(wor
     if (row >= p.rows) { return; }
     add_rmsnorm_row(lid3.x, row);
     quantize_own_row(lid3.x, row);
+}
+
+// A token's `heads` gated norms (one rmsnorm_gated row each, in turn), then the token's row of
+// heads * D values quantized: the GDN output before its out projection.
+@compute @workgroup_size({{WG}})
+fn rmsnorm_gated_quant(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = wid.y * p.groups_x + wid.x;
+    if (t >= p.rows) { return; }
+    for (var h = 0u; h < p.heads; h++) {
+        workgroupBarrier();  // inv_rms's `red` is reused head after head
+        rmsnorm_gated_row(lid3.x, t * p.heads + h);
+    }
+    storageBarrier();
+    quantize_row(lid3.x, t, t * p.heads * p.D, p.heads * p.D, p.d_off, p.e_off);
 }
 
 // y = silu(x) * z over rows of D values (x the gate, z the up), as elementwise.wgsl's swiglu

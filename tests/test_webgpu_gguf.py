@@ -286,7 +286,8 @@ def test_gathered_quantized_matmuls_change_no_bit(ggufs, arch, mix, monkeypatch)
 @pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1"), ("qwen3_next", "Q8_0")])
 def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monkeypatch):
     """Once a block-format matmul has quantized an op's output, that op (the norms, the residual
-    add with the next norm, SwiGLU; the routed experts' SwiGLU always) quantizes its rows as it
+    add with the next norm, the GDN output's gated norm, SwiGLU; the routed experts' SwiGLU
+    always) quantizes its rows as it
     writes them (norm_quant.wgsl) and the matmul, or the routed experts, take those codes instead
     of a quantize_rows dispatch: every logit equals the unfolded path's
     (STRATA_WEBGPU_QUANT_FOLD=0) bit for bit, with fewer dispatches per window, one submit."""

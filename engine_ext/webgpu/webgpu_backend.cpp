@@ -469,7 +469,11 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
     BufRef bz = a.in(View{z.p, rows, z.ld, heads, z.hs, dim}, "z");
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef by = a.out(vx, "y");
-    kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    if (BufferPtr xq = producing(w, x.p, rows, x.ld, heads * dim))  // the GDN output before its out projection
+        kernels_->quantizing_producer(rec_, "rmsnorm_gated_quant", bx, bz, bw, by, uint32_t(rows), uint32_t(dim), eps,
+                                      0.0f, made_q_.format, BufRef(xq), uint32_t(heads));
+    else
+        kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
     a.done();
 }
 
