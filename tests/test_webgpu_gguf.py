@@ -288,11 +288,11 @@ def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monk
     """Once a block-format matmul has quantized an op's output, that op (the norms, the residual
     add with the next norm, the GDN output's gated norm, SwiGLU; the routed experts' SwiGLU
     always) quantizes its rows as it
-    writes them (norm_quant.wgsl) and the matmul, or the routed experts, take those codes instead
-    of a quantize_rows dispatch: every logit equals the unfolded path's
-    (STRATA_WEBGPU_QUANT_FOLD=0) bit for bit, with fewer dispatches per window, one submit."""
+    writes them (norm_quant.wgsl, STRATA_WEBGPU_QUANT_FOLD=1) and the matmul, or the routed
+    experts, take those codes instead of a quantize_rows dispatch: every logit equals the default
+    path's bit for bit, with fewer dispatches per window, one submit."""
     path = ggufs[(arch, mix)]
-    folded, plain = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0"))
+    folded, plain = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1"), gpu(path))
     # the first window teaches the post-attention norms (the prefill's MoE layers group on the host)
     for i, (window, keep) in enumerate([([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]):
         before, plain_before = folded.backend_counters(), plain.backend_counters()

@@ -213,8 +213,10 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     fuse_ = !(fuse && std::string(fuse) == "0");
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
+    // off by default: on the H200 (2026-12-03) a producer that quantizes its own row in one
+    // workgroup costs about what the quantize_rows dispatch it saves did (docs/webgpu.md)
     const char* qf = std::getenv("STRATA_WEBGPU_QUANT_FOLD");
-    quant_fold_ = !(qf && std::string(qf) == "0");
+    quant_fold_ = qf && std::string(qf) == "1";
 }
 
 bool WebGpuBackend::same_act(WeightFormat a, WeightFormat b) const {

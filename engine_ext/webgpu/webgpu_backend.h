@@ -155,8 +155,9 @@ private:
     // to quantize them into (for made_q_.format), or null
     BufferPtr producing(const void* producer, const float* out, int rows, int ld, int cols);
     void drop_made_q_over(const void* p, size_t bytes);  // drop made_q_ if [p, p + bytes) overlaps its rows
-    // STRATA_WEBGPU_QUANT_FOLD=0: producers never quantize (a quantize_rows per matmul input; the tests compare)
-    bool quant_fold_ = true;
+    // STRATA_WEBGPU_QUANT_FOLD=1: producers quantize the rows they write (made_q_); otherwise a
+    // quantize_rows per matmul input (the tests compare both)
+    bool quant_fold_ = false;
     // A MoE layer whose experts the device chooses (moe_experts): every expert uploaded, the
     // (buffer, vec4 index) of each one's gate, up and down in `table`; ok = false: the layer's
     // experts do not fit the routed kernel (format, shape, more than kGatherBuffers arenas) and
