@@ -2,8 +2,9 @@
 // next (shaders/matmul_quant.wgsl): rmsnorm, add_rmsnorm, the gated rmsnorm (a token's heads)
 // and swiglu, one workgroup per row.
 // The workgroup computes its row exactly as norm.wgsl's kernel (or elementwise.wgsl's swiglu)
-// does and writes it, then, after a storage barrier, quantizes that row from what it wrote with
-// quantize_rows' own block function (quant_act.wgsl): the codes and scales are those
+// does and writes it, then, after a storage barrier, quantizes that row from what it wrote, all
+// its blocks side by side (quant_act.wgsl's quantize_row_wide: quantize_rows' scale function and
+// rounding, threads mapped so the whole row goes at once): the codes and scales are those
 // quantize_rows would make from the row, bit for bit, one dispatch instead of two.
 {{include norm.wgsl}}
 
@@ -15,7 +16,7 @@ fn act(i: u32) -> f32 { return y[i]; }
 
 fn quantize_own_row(lid: u32, row: u32) {
     storageBarrier();  // the row's values, written by every thread of the workgroup
-    quantize_row(lid, row, row * p.D, p.D, p.d_off, p.e_off);
+    quantize_row_wide(lid, row, row * p.D, p.D, p.d_off, p.e_off);
 }
 
 @compute @workgroup_size({{WG}})
@@ -45,7 +46,7 @@ fn rmsnorm_gated_quant(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(w
         rmsnorm_gated_row(lid3.x, t * p.heads + h);
     }
     storageBarrier();
-    quantize_row(lid3.x, t, t * p.heads * p.D, p.heads * p.D, p.d_off, p.e_off);
+    quantize_row_wide(lid3.x, t, t * p.heads * p.D, p.heads * p.D, p.d_off, p.e_off);
 }
 
 // y = silu(x) * z over rows of D values (x the gate, z the up), as elementwise.wgsl's swiglu
