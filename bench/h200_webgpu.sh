@@ -35,6 +35,8 @@
 #   STREAM=0 (1: the anchor checkpoint converted to a pack, its experts streamed: decode and
 #   window cost, and dispatches/submits per window with a cache of STREAM_SLOTS=64 slots into
 #   $OUT/stream_host.jsonl)
+#   GGUF_AB="" (environment assignments, e.g. STRATA_WEBGPU_QUANT_FOLD=0: each GGUF file's webgpu
+#   decode + window cost once more under them, labelled "LABEL GGUF_AB", for an A/B in one run)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -46,7 +48,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}"
+: "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/h200_webgpu.log
@@ -204,6 +206,9 @@ for f in "${gguf_files[@]}"; do
   label=$(basename "$f" .gguf)
   step "[$label] strata webgpu decode + window cost" 60 $PY bench/webgpu_decode.py strata "$f" --backend webgpu \
     --tokens "$TOKENS" --max-seconds 20 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$label" --out "$RES"
+  [ -n "$GGUF_AB" ] && step "[$label] strata webgpu decode + window cost, $GGUF_AB" 60 env $GGUF_AB $PY bench/webgpu_decode.py \
+    strata "$f" --backend webgpu --tokens "$TOKENS" --max-seconds 20 --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" \
+    --label "$label $GGUF_AB" --out "$RES"
   [ "$PROFILE_GGUF" = 1 ] && step "[$label] GPU profile" 60 $PY bench/webgpu_profile.py "$f" --windows 1,8 --reps 8 \
     --warm-prompt "$WARM_PROMPT" --label "$label" --out "$RES"
   [ "$CPU" = 1 ] && step "[$label] strata cpu decode + window cost" 45 $PY bench/webgpu_decode.py strata "$f" --backend cpu \

@@ -52,188 +52,20 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 const TB: u32 = {{TB}}u;
-const ABLK: u32 = {{ABLK}}u;  // activation block: 32 or 256
-const SUMS: u32 = {{SUMS}}u;  // 1: 32-blocks carry ggml's Q8_1 sum (the Q5_1 partner)
 
-// ---- exact scalar helpers --------------------------------------------------------------------
+fn act(i: u32) -> f32 { return x[i]; }
 
-// f16 bits -> f32, exact (subnormal halves too), without relying on unpack2x16float's handling
-// of subnormals.
-fn half_to_f32(h: u32) -> f32 {
-    let sign = (h & 0x8000u) << 16u;
-    let e = (h >> 10u) & 0x1fu;
-    let m = h & 0x3ffu;
-    if (e == 0u) {
-        // m * 2^-24 is exact in f32
-        let v = f32(m) * 5.9604644775390625e-8;
-        return bitcast<f32>(sign | bitcast<u32>(v));
-    }
-    if (e == 31u) { return bitcast<f32>(sign | 0x7f800000u | (m << 13u)); }
-    return bitcast<f32>(sign | ((e + 112u) << 23u) | (m << 13u));
-}
+{{include quant_act.wgsl}}
 
-// f32 -> f16 bits, round to nearest even, overflow to infinity (the CPU's float_to_half).
-fn f32_to_half(f: f32) -> u32 {
-    let u = bitcast<u32>(f);
-    let sign = (u >> 16u) & 0x8000u;
-    let a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) { return sign | 0x7e00u; }
-    if (a >= 0x47800000u) { return sign | 0x7c00u; }
-    if (a < 0x38800000u) {  // a subnormal half (or zero): rne(|f| * 2^24)
-        let e = a >> 23u;
-        if (e == 0u) { return sign; }
-        let mant = (a & 0x7fffffu) | 0x800000u;
-        let shift = 126u - e;  // |f| * 2^24 = mant * 2^-shift, shift >= 14
-        if (shift > 24u) { return sign; }
-        var h = mant >> shift;
-        let rem = mant & ((1u << shift) - 1u);
-        let halfway = 1u << (shift - 1u);
-        if (rem > halfway || (rem == halfway && (h & 1u) == 1u)) { h = h + 1u; }
-        return sign | h;
-    }
-    let mant = a & 0x7fffffu;
-    let rem = mant & 0x1fffu;
-    var h = (((a >> 23u) - 112u) << 10u) | (mant >> 13u);
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) == 1u)) { h = h + 1u; }
-    return sign | h;
-}
-
-// a / b correctly rounded (round to nearest even) for normal, finite a and b whose quotient is
-// normal: long division of the 24-bit significands. Anything else takes WGSL's `/` (inputs the
-// CPU would turn into infinities or zeros there anyway).
-fn div_rn(a: f32, b: f32) -> f32 {
-    let ua = bitcast<u32>(a);
-    let ub = bitcast<u32>(b);
-    let ea = i32((ua >> 23u) & 0xffu);
-    let eb = i32((ub >> 23u) & 0xffu);
-    if (ea == 0 || ea == 255 || eb == 0 || eb == 255) { return a / b; }
-    var ma = (ua & 0x7fffffu) | 0x800000u;
-    let mb = (ub & 0x7fffffu) | 0x800000u;
-    var e = ea - eb + 127;
-    if (ma < mb) {
-        ma = ma << 1u;
-        e = e - 1;
-    }
-    // ma / mb in [1, 2): 24 quotient bits and a round bit; the remainder says what lies beyond
-    var r = ma;
-    var q = 0u;
-    for (var i = 0u; i < 25u; i++) {
-        q = q << 1u;
-        if (r >= mb) {
-            r = r - mb;
-            q = q | 1u;
-        }
-        r = r << 1u;
-    }
-    let round_bit = q & 1u;
-    q = q >> 1u;
-    if (round_bit == 1u && (r != 0u || (q & 1u) == 1u)) { q = q + 1u; }
-    if (q == 0x1000000u) {
-        q = q >> 1u;
-        e = e + 1;
-    }
-    if (e <= 0 || e >= 255) { return a / b; }
-    return bitcast<f32>(((ua ^ ub) & 0x80000000u) | (u32(e) << 23u) | (q & 0x7fffffu));
-}
-
-// ---- 1. activation rows to int8 blocks ---------------------------------------------------------
-
-// A workgroup quantizes QB blocks (2 of 32 values, 1 of 256), each thread VPT values of one
-// block (1 or 4): the largest magnitude and the first place it occurs by fixed trees (max and
-// min are exact, so any order gives the CPU's values), the scale by one thread, then each thread
-// its codes. What a block gets is a function of that block of x alone.
-const VPT: u32 = {{VPT}}u;  // values per thread: max(1, ABLK / WG)
-const TPB: u32 = ABLK / VPT;            // threads per block
-const QB: u32 = WG / TPB;               // blocks per workgroup
-var<workgroup> q_red: array<f32, WG>;
-var<workgroup> q_first: array<u32, WG>;
-var<workgroup> q_sum: array<i32, WG>;
-var<workgroup> q_code: array<u32, WG>;
-var<workgroup> q_scale: array<vec3<f32>, QB>;  // per block: mul, d, d32
+// ---- 1. activation rows to int8 blocks: QB blocks per workgroup ---------------------------------
 
 @compute @workgroup_size({{WG}})
 fn quantize_rows(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
     let nbk = p.K / ABLK;
     let g = (wid.y * p.groups_x + wid.x) * QB + lid / TPB;  // this thread's block
-    let live = g < p.T * nbk;
     let t = g / nbk;
-    let b = g % nbk;
-    let lt = lid % TPB;  // thread in its block
-    let x0 = p.x_off + t * p.x_stride + b * ABLK + lt * VPT;
-    var v: array<f32, VPT>;
-    var amax = 0.0;
-    for (var i = 0u; i < VPT; i++) {
-        v[i] = 0.0;
-        if (live) { v[i] = x[x0 + i]; }
-        amax = max(amax, abs(v[i]));
-    }
-    q_red[lid] = amax;
-    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (lt < s) { q_red[lid] = max(q_red[lid], q_red[lid + s]); }
-    }
-    workgroupBarrier();
-    amax = q_red[lid - lt];
-    // the first value of largest magnitude, as ggml's scan (256-blocks)
-    var first = ABLK;
-    for (var i = VPT; i > 0u; i--) {
-        if (abs(v[i - 1u]) == amax) { first = lt * VPT + i - 1u; }
-    }
-    q_first[lid] = first;
-    for (var s = TPB / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (lt < s) { q_first[lid] = min(q_first[lid], q_first[lid + s]); }
-    }
-    workgroupBarrier();
-    if (lt == 0u) {
-        var mul = 0.0;
-        var d = 0.0;
-        var d32 = 0.0;
-        if (ABLK == 32u) {
-            d32 = div_rn(amax, 127.0);
-            if (amax != 0.0) { mul = div_rn(127.0, amax); }
-            d = half_to_f32(f32_to_half(d32));
-        } else if (amax > 0.0 && q_first[lid] < ABLK) {
-            mul = div_rn(-127.0, x[p.x_off + t * p.x_stride + b * ABLK + q_first[lid]]);
-            d = div_rn(1.0, mul);
-        }
-        q_scale[lid / TPB] = vec3<f32>(mul, d, d32);
-        if (live) { xq[p.d_off + g] = bitcast<u32>(d); }
-    }
-    workgroupBarrier();
-    let sc = q_scale[lid / TPB];
-    var word = 0u;
-    var sum = 0i;
-    for (var i = 0u; i < VPT; i++) {
-        let q = i32(clamp(round(v[i] * sc.x), -127.0, 127.0));
-        sum = sum + q;
-        word = word | ((u32(q) & 0xffu) << (8u * i));
-    }
-    q_code[lid] = word;
-    q_sum[lid] = sum;
-    // the code sum of each 32 values: a tree over the 32 / VPT threads that hold them
-    let per32 = 32u / VPT;
-    for (var s = per32 / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (lt % per32 < s) { q_sum[lid] = q_sum[lid] + q_sum[lid + s]; }
-    }
-    workgroupBarrier();
-    if (!live) { return; }
-    let qword = t * (p.K / 4u) + (b * ABLK + lt * VPT) / 4u;
-    if (VPT == 4u) {
-        xq[qword] = word;
-    } else if (lt % 4u == 0u) {  // one value per thread: four threads' codes make a word
-        xq[qword] = q_code[lid] | (q_code[lid + 1u] << 8u) | (q_code[lid + 2u] << 16u) | (q_code[lid + 3u] << 24u);
-    }
-    if (lt % per32 == 0u) {
-        let s = t * (p.K / 32u) + (b * ABLK + lt * VPT) / 32u;
-        if (ABLK == 256u) {
-            xq[p.e_off + s] = bitcast<u32>(q_sum[lid]);
-        } else if (SUMS == 1u) {
-            xq[p.e_off + s] = bitcast<u32>(half_to_f32(f32_to_half(sc.z * f32(q_sum[lid]))));
-        }
-    }
+    quantize_block(lid, g, t, g % nbk, g < p.T * nbk, p.x_off + t * p.x_stride, p.K, p.d_off, p.e_off);
 }
 
 // ---- 2. the matmul -------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ struct Params {
     eps: f32,
     weight_offset: f32,  // 1.0 for Qwen3-Next's (1 + w) norms, 0.0 otherwise
     groups_x: u32,
+    d_off: u32,  // norm_quant.wgsl: word of the activation scales in xq
+    e_off: u32,  // norm_quant.wgsl: word of the per-32 sums in xq
+    heads: u32,  // norm_quant.wgsl's rmsnorm_gated_quant: rows of `heads` vectors of D
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -46,14 +49,28 @@ fn inv_rms(lid: u32, base: u32) -> f32 {
     return 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
 }
 
+// y = rmsnorm(x) for one row, by the whole workgroup
+fn rmsnorm_row(lid: u32, row: u32) {
+    let base = row * p.D;
+    let inv = inv_rms(lid, base);
+    for (var d = lid; d < p.D; d += WG) {
+        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
+    }
+}
+
 @compute @workgroup_size({{WG}})
 fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = wid.y * p.groups_x + wid.x;
     if (row >= p.rows) { return; }
+    rmsnorm_row(lid3.x, row);
+}
+
+fn rmsnorm_gated_row(lid: u32, row: u32) {
     let base = row * p.D;
-    let inv = inv_rms(lid3.x, base);
-    for (var d = lid3.x; d < p.D; d += WG) {
-        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
+    let inv = inv_rms(lid, base);
+    for (var d = lid; d < p.D; d += WG) {
+        let g = z[base + d];
+        y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
     }
 }
 
@@ -61,23 +78,15 @@ fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id)
 fn rmsnorm_gated(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = wid.y * p.groups_x + wid.x;
     if (row >= p.rows) { return; }
-    let base = row * p.D;
-    let inv = inv_rms(lid3.x, base);
-    for (var d = lid3.x; d < p.D; d += WG) {
-        let g = z[base + d];
-        y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
-    }
+    rmsnorm_gated_row(lid3.x, row);
 }
 
 // The residual add fused with the next norm (the backend's add_rmsnorm): x += z, then
 // y = rmsnorm(x) as rmsnorm computes it. Thread lid adds exactly the elements its strided sum
 // reads, so the sum sees the new x without a barrier, and every value equals add then rmsnorm.
-@compute @workgroup_size({{WG}})
-fn add_rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let row = wid.y * p.groups_x + wid.x;
-    if (row >= p.rows) { return; }
+fn add_rmsnorm_row(lid: u32, row: u32) {
     let base = row * p.D;
-    var d = lid3.x;
+    var d = lid;
     for (; d + 3u * WG < p.D; d += 4u * WG) {
         let a = x[base + d] + z[base + d];
         let b = x[base + d + WG] + z[base + d + WG];
@@ -91,8 +100,12 @@ fn add_rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
     for (; d < p.D; d += WG) {
         x[base + d] = x[base + d] + z[base + d];
     }
-    let inv = inv_rms(lid3.x, base);
-    for (var d = lid3.x; d < p.D; d += WG) {
-        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
-    }
+    rmsnorm_row(lid, row);
+}
+
+@compute @workgroup_size({{WG}})
+fn add_rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let row = wid.y * p.groups_x + wid.x;
+    if (row >= p.rows) { return; }
+    add_rmsnorm_row(lid3.x, row);
 }

@@ -286,3 +286,47 @@ def test_gathered_quantized_matmuls_change_no_bit(ggufs, arch, mix, monkeypatch)
         assert fewer >= (8 if arch == "qwen3_next" else 4), (window, fewer)
         gathered.commit(keep)
         single.commit(keep)
+
+
+@pytest.mark.parametrize("arch,mix", [("qwen3_next", "Q4_K_M"), ("qwen3_moe", "Q5_0+Q5_1"), ("qwen3_next", "Q8_0")])
+def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monkeypatch):
+    """Once a block-format matmul has quantized an op's output, that op (the norms, the residual
+    add with the next norm, the GDN output's gated norm, SwiGLU; the routed experts' SwiGLU
+    always) quantizes its rows as it
+    writes them (norm_quant.wgsl, STRATA_WEBGPU_QUANT_FOLD=1) and the matmul, or the routed
+    experts, take those codes instead of a quantize_rows dispatch: every logit equals the default
+    path's bit for bit, with fewer dispatches per window, one submit."""
+    path = ggufs[(arch, mix)]
+    folded, plain = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1"), gpu(path))
+    # the first window teaches the post-attention norms (the prefill's MoE layers group on the host)
+    for i, (window, keep) in enumerate([([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]):
+        before, plain_before = folded.backend_counters(), plain.backend_counters()
+        np.testing.assert_array_equal(np.array(folded.run(window)), np.array(plain.run(window)))
+        after, plain_after = folded.backend_counters(), plain.backend_counters()
+        fewer = (plain_after["dispatches"] - plain_before["dispatches"]) - (after["dispatches"] - before["dispatches"])
+        # per layer (4): the input norm's, the post-attention norm's (one for the shared and the
+        # routed experts) and the routed SwiGLU's quantize_rows; then the final norm's
+        assert fewer >= (4 * 3 + 1 if i else 4 * 2 + 1), (window, fewer)
+        assert after["submits"] - before["submits"] == 1, window
+        folded.commit(keep)
+        plain.commit(keep)
+
+
+@pytest.mark.parametrize("mix", ["Q4_K_M", "Q8_0"])
+def test_producers_quantize_wide_rows_as_quantize_rows_does(tmp_path, mix, monkeypatch):
+    """Rows of 2048 (hidden) and 512 (expert width) values: the producers map 32 or 8 values to a
+    thread (a whole 32-value sum in one thread, or a tree over threads), unlike quantize_rows'
+    4 or 1; the logits still equal the default path's bit for bit."""
+    kw = dict(hidden_size=2048, head_dim=64, num_hidden_layers=2, num_experts=4, moe_intermediate_size=512,
+              shared_expert_intermediate_size=512, linear_key_head_dim=64, linear_value_head_dim=64)
+    folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=5, **kw)
+    path = write_gguf(folder, str(tmp_path / f"wide-{mix}.gguf"), keep_f32=r"ffn_gate_inp", **MIXES[mix])
+    folded, plain = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1"), gpu(path))
+    for window, keep in [([10, 11, 12], 2), ([20], 1), ([30, 31], 2)]:
+        before = folded.backend_counters()["dispatches"]
+        plain_before = plain.backend_counters()["dispatches"]
+        np.testing.assert_array_equal(np.array(folded.run(window)), np.array(plain.run(window)))
+        fewer = (plain.backend_counters()["dispatches"] - plain_before) - (folded.backend_counters()["dispatches"] - before)
+        assert fewer > 0, window
+        folded.commit(keep)
+        plain.commit(keep)

@@ -68,6 +68,15 @@ public:
     // weights of format f, into xq (quant_act_words(f, T, K) words); then y = xq * m^T.
     void quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32_t x_stride, uint32_t T, uint32_t K,
                        WeightFormat f, const BufRef& xq);
+    // A producer that also quantizes the rows it writes (shaders/norm_quant.wgsl), one workgroup
+    // per row of heads x D floats: entry rmsnorm_quant (x -> y), add_rmsnorm_quant (x += z,
+    // x -> y), rmsnorm_gated_quant (z the gate; each of a row's heads normed alone) or
+    // swiglu_quant (y = silu(x) * z; w unused) writes y as rmsnorm / add_rmsnorm / rmsnorm_gated /
+    // elementwise swiglu do, and xq as quantize_rows(y, ..., f) does, bit for bit: one dispatch
+    // for two. Only rmsnorm_gated_quant takes heads > 1.
+    void quantizing_producer(Recorder& r, const char* entry, const BufRef& x, const BufRef& z, const BufRef& w,
+                             const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset,
+                             WeightFormat f, const BufRef& xq, uint32_t heads = 1);
     void matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuMatrix& m, const BufRef& y,
                       uint32_t y_off = 0, uint32_t y_stride = 0);
     // matmul_quant of several matrices of one block format and width over one quantized x (q/k/v,

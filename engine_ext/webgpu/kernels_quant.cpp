@@ -58,6 +58,36 @@ void Kernels::quantize_rows(Recorder& r, const BufRef& x, uint32_t x_off, uint32
                {x, xq}, gx, gy);
 }
 
+void Kernels::quantizing_producer(Recorder& r, const char* entry, const BufRef& x, const BufRef& z, const BufRef& w,
+                                  const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset,
+                                  WeightFormat f, const BufRef& xq, uint32_t heads) {
+    const QuantLayout& L = quant_layout(f);
+    const std::string op = entry;
+    const bool swiglu = op == "swiglu_quant", gated = op == "rmsnorm_gated_quant";
+    if (!swiglu && !gated && op != "rmsnorm_quant" && op != "add_rmsnorm_quant")
+        throw std::invalid_argument("webgpu: no quantizing producer '" + op + "'");
+    if (heads != 1 && !gated) throw std::invalid_argument("webgpu " + op + ": one head per row");
+    const uint32_t K = heads * D;  // values per quantized row
+    if (rows == 0 || D == 0 || heads == 0 || K % L.block_elems)
+        throw std::invalid_argument("webgpu " + op + ": " + std::to_string(K) + " values per row are not whole blocks of " +
+                                    std::to_string(L.block_elems));
+    const uint64_t n = uint64_t(rows) * K;
+    need_words(x, n, entry, "x");
+    if (op != "rmsnorm_quant") need_words(z, n, entry, swiglu ? "up" : gated ? "gate" : "addend");
+    if (!swiglu) need_words(w, D, entry, "weight");
+    need_words(y, n, entry, "y");
+    need_words(xq, quant_act_words(f, rows, K), entry, "xq");
+    const uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct {
+        uint32_t rows, D;
+        float eps, off;
+        uint32_t gx, d_off, e_off, heads;
+    } p{rows, D, eps, weight_offset, gx, uint32_t(quant_act_scales_at(rows, K)), uint32_t(quant_act_sums_at(f, rows, K)),
+        heads};
+    r.dispatch(pipeline("norm_quant.wgsl", entry, quant_defines(L, kTokenBlock)), &p, sizeof p, {x, w, y, z, xq}, gx,
+               (rows + gx - 1) / gx);
+}
+
 void Kernels::matmul_quant(Recorder& r, const BufRef& xq, uint32_t T, const GpuMatrix& m, const BufRef& y,
                            uint32_t y_off, uint32_t y_stride) {
     const QuantLayout& L = quant_layout(m.format);

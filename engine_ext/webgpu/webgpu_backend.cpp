@@ -72,7 +72,11 @@ uint64_t words(uint64_t floats) { return floats * 4; }
 // read-only bindings of their own buffers.
 class OpArgs {
 public:
-    explicit OpArgs(WebGpuBackend& b) : b_(b) {}
+    // An op may write anywhere, so a producer's quantized rows end here, except in the ops that
+    // check what they write (keeps_made_q: matmul, router_topk, moe_experts).
+    explicit OpArgs(WebGpuBackend& b, bool keeps_made_q = false) : b_(b) {
+        if (!keeps_made_q) b_.made_q_ = {};
+    }
 
     BufRef in(const View& v, const char* what) {
         if (v.packed() == 0) return b_.temp(16);
@@ -210,6 +214,47 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
     slots_ = std::make_unique<SlotPool>(*device_);
+    // off by default: on the H200 (2026-12-03) a producer that quantizes its own row in one
+    // workgroup costs about what the quantize_rows dispatch it saves did (docs/webgpu.md)
+    const char* qf = std::getenv("STRATA_WEBGPU_QUANT_FOLD");
+    quant_fold_ = qf && std::string(qf) == "1";
+}
+
+bool WebGpuBackend::same_act(WeightFormat a, WeightFormat b) const {
+    if (a == b) return true;
+    if (!fuse_ || !quant_gather_) return false;
+    const QuantLayout &La = quant_layout(a), &Lb = quant_layout(b);
+    return La.block_elems == Lb.block_elems && La.act_sums == Lb.act_sums;
+}
+
+bool WebGpuBackend::quantized_for(const QuantX& q, const float* X, int T, int ldx, int cols, WeightFormat f) const {
+    return q.xq && q.X == X && q.T == T && q.ldx == ldx && q.cols == cols && same_act(q.format, f) &&
+           q.submits == submits_;
+}
+
+void WebGpuBackend::hint(const float* X, int ldx, int cols, WeightFormat f) {
+    if (!made_q_.producer || made_q_.X != X || made_q_.ldx != ldx || made_q_.cols != cols) return;
+    if (hints_.size() > 4096) hints_.clear();  // producers that went away: forget, relearn in one window
+    hints_[made_q_.producer] = {ldx, cols, f};
+}
+
+BufferPtr WebGpuBackend::producing(const void* producer, const float* out, int rows, int ld, int cols) {
+    made_q_ = {out, rows, ld, cols, WeightFormat::F32, nullptr, submits_, producer};
+    if (!fuse_ || !quant_fold_) return nullptr;
+    auto it = hints_.find(producer);
+    if (it == hints_.end() || it->second.ldx != ld || it->second.cols != cols ||
+        cols % int(quant_layout(it->second.format).block_elems))
+        return nullptr;
+    made_q_.format = it->second.format;
+    made_q_.xq = temp(quant_act_words(made_q_.format, uint32_t(rows), uint32_t(cols)) * 4);
+    return made_q_.xq;
+}
+
+void WebGpuBackend::drop_made_q_over(const void* p, size_t bytes) {
+    if (!made_q_.xq) return;
+    const auto a = reinterpret_cast<uintptr_t>(p), x0 = reinterpret_cast<uintptr_t>(made_q_.X);
+    const size_t xb = (size_t(made_q_.T - 1) * made_q_.ldx + made_q_.cols) * 4;
+    if (a < x0 + xb && x0 < a + bytes) made_q_ = {};
 }
 
 ExpertSlotHooks WebGpuBackend::expert_slot_hooks() {
@@ -366,6 +411,7 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
         throw std::logic_error("webgpu: attached arrays overlap");
     if (next != regions_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > a)
         throw std::logic_error("webgpu: attached arrays overlap");
+    made_q_ = {};
     BufferPtr buf = device_->create_buffer(bytes, "attached array");
     if (upload) device_->write(buf, 0, p, bytes);
     regions_.emplace(a, Region{bytes, std::move(buf)});
@@ -373,6 +419,7 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
 
 void WebGpuBackend::detach(const void* p) {
     std::lock_guard<std::mutex> lock(mutex_);
+    made_q_ = {};
     regions_.erase(reinterpret_cast<uintptr_t>(p));  // recorded dispatches keep their buffers alive
 }
 
@@ -391,6 +438,7 @@ void WebGpuBackend::from_host(const void* p, size_t bytes) {
     const Region* r = find(p, bytes, off);
     if (!r || !bytes) return;
     flush();  // what is recorded ran against the old contents
+    made_q_ = {};
     device_->write(r->buf, off, p, bytes);
 }
 
@@ -430,7 +478,11 @@ void WebGpuBackend::rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, co
     BufRef bx = a.in(View{x.p, rows, x.ld, heads, x.hs, dim}, "x");
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef by = a.out(View{out.p, rows, out.ld, heads, out.hs, dim}, "y");
-    kernels_->rmsnorm(rec_, bx, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    if (BufferPtr xq = heads == 1 ? producing(w, out.p, rows, out.ld, dim) : nullptr)
+        kernels_->quantizing_producer(rec_, "rmsnorm_quant", bx, BufRef(), bw, by, uint32_t(rows), uint32_t(dim), eps,
+                                      0.0f, made_q_.format, BufRef(xq));
+    else
+        kernels_->rmsnorm(rec_, bx, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
     a.done();
 }
 
@@ -443,7 +495,11 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
     BufRef bz = a.in(View{z.p, rows, z.ld, heads, z.hs, dim}, "z");
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef by = a.out(vx, "y");
-    kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    if (BufferPtr xq = producing(w, x.p, rows, x.ld, heads * dim))  // the GDN output before its out projection
+        kernels_->quantizing_producer(rec_, "rmsnorm_gated_quant", bx, bz, bw, by, uint32_t(rows), uint32_t(dim), eps,
+                                      0.0f, made_q_.format, BufRef(xq), uint32_t(heads));
+    else
+        kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
     a.done();
 }
 
@@ -470,32 +526,24 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     // as their weights lie in at most kGatherBuffers arenas.
     std::vector<Kernels::GatherJob> group;
     std::vector<const Buffer*> group_buffers;
-    // block formats: x quantized once for the jobs that share it (q/k/v, gate/up)
-    struct QuantX {
-        const float* X = nullptr;
-        int T = 0, ldx = 0, cols = 0;
-        WeightFormat format = WeightFormat::F32;
-        BufferPtr xq;
-        uint64_t submits = 0;  // a temporary lives until the next wait: requantize after one
-    } qx;
+    // block formats: x quantized once for the jobs that share it (q/k/v, gate/up), or by the
+    // op that wrote it (made_q_), unless one of these jobs writes into its rows
+    auto y_over = [](const MatJob& job, const float* X, int T, int ldx, int cols) {
+        const auto x0 = reinterpret_cast<uintptr_t>(X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+        return y0 < x0 + (size_t(T - 1) * ldx + cols) * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4;
+    };
+    for (const MatJob& job : jobs)
+        if (made_q_.xq && job.T > 0 && y_over(job, made_q_.X, made_q_.T, made_q_.ldx, made_q_.cols)) made_q_ = {};
+    QuantX qx = made_q_;
     // consecutive block-format jobs over that one quantized x, without bias, whose y lie in one
     // device array away from x: one matmul_quant_gathered dispatch (q/k/v, gate/up)
     std::vector<Kernels::QuantJob> qgroup;
     std::vector<const Buffer*> qgroup_buffers;
     uint32_t qgroup_chunks = 0;
     BufferPtr qy;
-    // formats whose activation blocks are the same (K-quants: Q8_K with code sums; Q8_0 / Q5_0:
-    // Q8_0) share one quantized x (attention's Q6_K v beside Q4_K q and k)
-    auto same_act = [&](WeightFormat a, WeightFormat b) {
-        if (a == b) return true;
-        if (!fuse_ || !quant_gather_) return false;
-        const QuantLayout &La = quant_layout(a), &Lb = quant_layout(b);
-        return La.block_elems == Lb.block_elems && La.act_sums == Lb.act_sums;
-    };
     // the quantized x is this job's (same rows, same activation blocks, no wait since it was made)
     auto has_qx = [&](const MatJob& job, WeightFormat f) {
-        return qx.xq && qx.X == job.X && qx.T == job.T && qx.ldx == job.ldx && qx.cols == job.W.cols &&
-               same_act(qx.format, f) && qx.submits == submits_;
+        return quantized_for(qx, job.X, job.T, job.ldx, job.W.cols, f);
     };
     auto quantize_x = [&](OpArgs& a, const MatJob& job, WeightFormat f) {
         uint32_t x_off = 0;
@@ -504,12 +552,10 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
               submits_};
         kernels_->quantize_rows(rec_, bx, x_off, uint32_t(job.ldx), uint32_t(job.T), uint32_t(job.W.cols), f,
                                 BufRef(qx.xq));
+        hint(job.X, job.ldx, job.W.cols, f);  // the op that writes x quantizes it from the next window on
     };
     // y overlaps x: writing y invalidates a quantized x made from those rows
-    auto y_over_x = [](const MatJob& job) {
-        const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
-        return y0 < x0 + size_t(job.T) * job.ldx * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4;
-    };
+    auto y_over_x = [&](const MatJob& job) { return y_over(job, job.X, job.T, job.ldx, job.W.cols); };
     // the distinct weight buffers of `bufs` plus those of m's chunks
     auto with_buffers = [](std::vector<const Buffer*> bufs, const GpuMatrix& m) {
         for (const auto& c : m.chunks)
@@ -581,7 +627,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
                 if (!fits) {
                     emit();  // may wait, which ends the quantized x's life
                     if (!has_qx(job, m.format)) {
-                        OpArgs a(*this);
+                        OpArgs a(*this, true);
                         quantize_x(a, job, m.format);
                     }
                     qy = ry->buf;
@@ -596,7 +642,7 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
             }
         }
         emit();
-        OpArgs a(*this);
+        OpArgs a(*this, true);
         uint32_t x_off = 0, y_off = 0, y_stride = 0;
         if (is_quant(m.format)) {
             if (!has_qx(job, m.format)) quantize_x(a, job, m.format);
@@ -733,7 +779,9 @@ void WebGpuBackend::router_topk(const float* logits, int n, int n_experts, int k
     if (n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     uint64_t nk = uint64_t(n) * k;
-    OpArgs a(*this);
+    drop_made_q_over(idx, nk * 4);
+    drop_made_q_over(weights, nk * 4);
+    OpArgs a(*this, true);
     BufRef bl = a.in(span(logits, uint64_t(n) * n_experts), "router logits");
     // the ids are u32 on the device; a non-negative int has the same bits
     BufRef ids = a.out(span(idx, nk), "expert ids");
@@ -770,7 +818,11 @@ void WebGpuBackend::swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) {
     BufRef bg = a.in(rows_of(g.p, rows, g.ld, n), "g");
     BufRef bu = a.in(rows_of(u.p, rows, u.ld, n), "u");
     BufRef y = a.out(rows_of(out.p, rows, out.ld, n), "swiglu out");
-    kernels_->elementwise(rec_, "swiglu", bg, bu, y, uint32_t(uint64_t(rows) * n));
+    if (BufferPtr xq = producing(out.p, out.p, rows, out.ld, n))
+        kernels_->quantizing_producer(rec_, "swiglu_quant", bg, bu, BufRef(), y, uint32_t(rows), uint32_t(n), 0.0f,
+                                      0.0f, made_q_.format, BufRef(xq));
+    else
+        kernels_->elementwise(rec_, "swiglu", bg, bu, y, uint32_t(uint64_t(rows) * n));
     a.done();
 }
 
@@ -905,13 +957,18 @@ WebGpuBackend::RoutedLayer WebGpuBackend::streamed_layer(const MoeExpertsArgs& a
     return L;
 }
 
-// The routed pairs' gate rows [0, n) and up rows [n, 2n) of GU: G = silu(gate) * up in place.
-void WebGpuBackend::routed_swiglu(float* GU, uint64_t n) {
+// The routed pairs' gate rows [0, n) and up rows [n, 2n) of GU: G = silu(gate) * up in place;
+// with xq, G's rows of `cols` values also quantized for format f into xq.
+void WebGpuBackend::routed_swiglu(float* GU, uint64_t n, uint32_t cols, WeightFormat f, const BufferPtr& xq) {
     OpArgs args(*this);
     BufRef g = args.in(span(GU, n), "gate");
     BufRef u = args.in(span(GU + n, n), "up");
     BufRef y = args.out(span(GU, n), "swiglu");
-    kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(n));
+    if (xq)
+        kernels_->quantizing_producer(rec_, "swiglu_quant", g, u, BufRef(), y, uint32_t(n / cols), cols, 0.0f, 0.0f, f,
+                                      BufRef(xq));
+    else
+        kernels_->elementwise(rec_, "swiglu", g, u, y, uint32_t(n));
     args.done();
 }
 
@@ -981,7 +1038,11 @@ void WebGpuBackend::add_rmsnorm(float* x, const float* y, int rows, int dim, Row
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef bx = a.inout(span(x, n), "x");
     BufRef bh = a.out(View{out.p, rows, out.ld, 1, 0, dim}, "y");
-    kernels_->add_rmsnorm(rec_, bx, by, bw, bh, uint32_t(rows), uint32_t(dim), eps, 0.0f);
+    if (BufferPtr xq = producing(w, out.p, rows, out.ld, dim))
+        kernels_->quantizing_producer(rec_, "add_rmsnorm_quant", bx, by, bw, bh, uint32_t(rows), uint32_t(dim), eps,
+                                      0.0f, made_q_.format, BufRef(xq));
+    else
+        kernels_->add_rmsnorm(rec_, bx, by, bw, bh, uint32_t(rows), uint32_t(dim), eps, 0.0f);
     a.done();
 }
 
@@ -993,6 +1054,7 @@ void WebGpuBackend::copy(RowsC src, RowsF dst, int rows, int heads, int dim) {
     const Region* rs = find(src.p, vs.extent() * 4, so);
     const Region* rd = find(dst.p, vd.extent() * 4, d_off);
     if (rs && rd) {  // one strided copy between device arrays (ranges never overlap)
+        made_q_ = {};
         kernels_->copy(rec_, rs->buf, rd->buf, uint32_t(rows), uint32_t(heads), uint32_t(dim), uint32_t(so / 4),
                        uint32_t(src.ld), uint32_t(src.hs), uint32_t(d_off / 4), uint32_t(dst.ld), uint32_t(dst.hs));
         return;
@@ -1039,6 +1101,7 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
                           uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs)});
         }
         if (one) {
+            made_q_ = {};
             kernels_->copy_many(rec_, BufRef(src), BufRef(dst), kj);
             submit_early();
             return;
@@ -1055,14 +1118,23 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
                                       const BufRef& ids, uint64_t io, const BufferPtr& log) {
     const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
     const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
-    BufferPtr xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
-    kernels_->quantize_rows(rec_, x, uint32_t(xo / 4), uint32_t(a.ldx), uint32_t(a.n), uint32_t(H), L.format, BufRef(xq));
+    BufferPtr xq = quantized_for(made_q_, a.x, a.n, a.ldx, a.hidden, L.format) ? made_q_.xq : nullptr;
+    if (!xq) {
+        xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
+        kernels_->quantize_rows(rec_, x, uint32_t(xo / 4), uint32_t(a.ldx), uint32_t(a.n), uint32_t(H), L.format,
+                                BufRef(xq));
+        hint(a.x, a.ldx, a.hidden, L.format);
+    }
     Kernels::Routed up{L.format, p32, k, uint32_t(H), L.gu_row_words, uint32_t(2 * I), uint32_t(I), 0, 0, 0, 0,
                        uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I), uint32_t(io / 4), E};
     kernels_->matmul_quant_routed(rec_, BufRef(xq), gu, ids, BufRef(L.table), L.gu_buffers, BufRef(log), up);
-    routed_swiglu(a.GU, P * I);
     BufferPtr gq = temp(quant_act_words(L.down_format, p32, uint32_t(I)) * 4);
-    kernels_->quantize_rows(rec_, gu, uint32_t(go / 4), uint32_t(I), p32, uint32_t(I), L.down_format, BufRef(gq));
+    if (quant_fold_ && I % quant_layout(L.down_format).block_elems == 0) {
+        routed_swiglu(a.GU, P * I, uint32_t(I), L.down_format, gq);  // SwiGLU quantizing the rows it writes
+    } else {
+        routed_swiglu(a.GU, P * I);
+        kernels_->quantize_rows(rec_, gu, uint32_t(go / 4), uint32_t(I), p32, uint32_t(I), L.down_format, BufRef(gq));
+    }
     Kernels::Routed dn{L.down_format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2, 0, 0, 1,
                        uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H), uint32_t(io / 4), E};
     kernels_->matmul_quant_routed(rec_, BufRef(gq), d, ids, BufRef(L.table), L.down_buffers, BufRef(), dn);

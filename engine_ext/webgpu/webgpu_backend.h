@@ -129,6 +129,43 @@ private:
         Kernels::GatherJob job{};
     };
     bool gatherable(const MatJob& job, GatherPlace& at);
+    // Activation rows quantized for the block-format matmuls (quantize_rows' codes, scales, sums):
+    // the rows of X (T rows of `cols` floats, ldx apart) for weights of `format` in xq, valid
+    // while no wait has ended the temporary's life (submits); producer: the op that wrote X.
+    struct QuantX {
+        const float* X = nullptr;
+        int T = 0, ldx = 0, cols = 0;
+        WeightFormat format = WeightFormat::F32;
+        BufferPtr xq;
+        uint64_t submits = 0;
+        const void* producer = nullptr;
+    };
+    // formats whose activation blocks are the same (K-quants: Q8_K with code sums; Q8_0 / Q5_0:
+    // Q8_0) share one quantized x (attention's Q6_K v beside Q4_K q and k)
+    bool same_act(WeightFormat a, WeightFormat b) const;
+    // q holds X's rows quantized for format f, made since the last wait
+    bool quantized_for(const QuantX& q, const float* X, int T, int ldx, int cols, WeightFormat f) const;
+    // The rows the last producer op (rmsnorm, add_rmsnorm: keyed by its norm weight; swiglu: by
+    // its output) wrote, quantized as it wrote them where the block-format matmul that read that
+    // producer's rows before quantized them (hints_): the next matmul or routed MoE over those
+    // rows takes them instead of a quantize_rows dispatch. Every op other than matmul,
+    // router_topk and moe_experts drops it (OpArgs), and so do those three where they write
+    // into its rows.
+    QuantX made_q_;
+    struct QuantHint {
+        int ldx, cols;
+        WeightFormat format;
+    };
+    std::unordered_map<const void*, QuantHint> hints_;  // by producer
+    // a block-format matmul quantizes X's rows for f: the producer of X learns to do it
+    void hint(const float* X, int ldx, int cols, WeightFormat f);
+    // a producer op about to write rows of `cols` floats at out: sets made_q_; returns the buffer
+    // to quantize them into (for made_q_.format), or null
+    BufferPtr producing(const void* producer, const float* out, int rows, int ld, int cols);
+    void drop_made_q_over(const void* p, size_t bytes);  // drop made_q_ if [p, p + bytes) overlaps its rows
+    // STRATA_WEBGPU_QUANT_FOLD=1: producers quantize the rows they write (made_q_); otherwise a
+    // quantize_rows per matmul input (the tests compare both)
+    bool quant_fold_ = false;
     // A MoE layer whose experts the device chooses (moe_experts): every expert uploaded, the
     // (buffer, vec4 index) of each one's gate, up and down in `table`; ok = false: the layer's
     // experts do not fit the routed kernel (format, shape, more than kGatherBuffers arenas) and
@@ -152,7 +189,8 @@ private:
     std::unique_ptr<SlotPool> slots_;
     // the batch being recorded: every submit starts the next (SlotPool: which copies it still reads)
     uint64_t open_batch() const { return submits_ + early_submits_; }
-    void routed_swiglu(float* GU, uint64_t n);
+    void routed_swiglu(float* GU, uint64_t n, uint32_t cols = 0, WeightFormat f = WeightFormat::F32,
+                       const BufferPtr& xq = nullptr);
     void moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer& L, const BufRef& x, uint64_t xo, const BufRef& gu,
                            uint64_t go, const BufRef& d, uint64_t d_off, const BufRef& ids, uint64_t io,
                            const BufferPtr& log);
