@@ -1,0 +1,142 @@
+"""Teacher-forced held-out evaluation of one model under several tokenizers (prune_vocab.py's
+pruned ones against the model's own), without redoing the work the tokenizers share.
+
+evaluate.py --forced judges a task by one forward pass over the token ids of prompt + reference
+rewrite; bits per byte by the ids of each held-out file. A pruned tokenizer changes those ids only
+for the tasks and files that contain a pruned piece; for every other task the ids, hence the
+logits (one task per forward pass, same model, same threads) and the result, are the same as under
+the baseline tokenizer. So each task and file is evaluated (with evaluate.eval_forced and
+evaluate.bits_per_byte) only under the first tokenizer that gives it its ids, and the results are
+reused for the others. The baseline's per-task rows may come from an earlier
+`evaluate.py --forced` run of the same model and tasks (--baseline-rows, its forced_tasks.jsonl).
+Results are kept in --cache (by a hash of the ids) as they come, so a run with --changed-only
+(only the tasks and files whose ids a pruned tokenizer changes) can go beside the baseline's run,
+and a second run with --baseline-rows then only adds them up.
+
+    python train/prune_eval.py --model app/strata/models/strata-tiny --tok /tmp/tok1 --tok /tmp/tok2 \\
+        --tasks tasks.jsonl.gz --heldout heldout.jsonl.gz --baseline-rows ev/forced_tasks.jsonl --out ev_pruned
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "app"))
+import evaluate as E  # noqa: E402
+from rewrite_tasks import iter_corpus  # noqa: E402
+from strata import prompts  # noqa: E402
+
+
+def summarize(rows: list[dict]) -> dict:
+    """evaluate.eval_forced's summary, from its per-task rows."""
+    per_kind: dict = {}
+    for r in rows:
+        k = per_kind.setdefault(r["kind"], {"tasks": 0, "exact": 0, "changed": 0, "changed_right": 0})
+        k["tasks"] += 1
+        k["exact"] += int(r["exact"])
+        k["changed"] += r["changed"]
+        k["changed_right"] += r["changed"] - r["changed_wrong"]
+    n = len(rows)
+    return {"tasks": n, "exact": sum(int(r["exact"]) for r in rows),
+            "per_kind": {k: v["exact"] for k, v in per_kind.items()},
+            "changed_acc": sum(v["changed_right"] for v in per_kind.values()) / max(sum(v["changed"] for v in per_kind.values()), 1)}
+
+
+def main() -> None:
+    from tokenizers import Tokenizer
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", type=Path, required=True, help="exported folder; its tokenizer is the baseline")
+    ap.add_argument("--tok", type=Path, action="append", required=True, help="a pruned tokenizer folder (repeatable)")
+    ap.add_argument("--tasks", type=Path, required=True)
+    ap.add_argument("--heldout", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--per-kind", type=int, default=20)
+    ap.add_argument("--baseline-rows", type=Path, help="forced_tasks.jsonl of evaluate.py --forced on the same tasks")
+    ap.add_argument("--bpb-files", type=int, default=0, help="held-out files for bits per byte (0: skip)")
+    ap.add_argument("--bpb-window", type=int, default=8192)
+    ap.add_argument("--cache", type=Path, help="jsonl of results by ids hash, read and appended to")
+    ap.add_argument("--changed-only", action="store_true",
+                    help="evaluate only what a pruned tokenizer changes (no summary for the tokenizers)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg):
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    import train as T
+
+    T.choose_gdn(log, "auto", "cpu")
+    model, base_tok = E.load_model(argparse.Namespace(model=args.model), "cpu")
+    tasks = E.load_tasks(args.tasks, args.per_kind)
+    toks = [("baseline", base_tok)] + [(str(p), Tokenizer.from_file(str(p / "tokenizer.json"))) for p in args.tok]
+    examples = [prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]) for t in tasks]
+    code = [r for r in iter_corpus(args.heldout) if r["path"].endswith(".py")][:args.bpb_files]
+    seen: dict[str, dict] = {}  # hash of an example's ids -> its row
+    nll_seen: dict[str, float] = {}  # hash of a file's ids -> its nll in nats
+    cache = []
+    if args.cache and args.cache.is_file():
+        for line in args.cache.read_text().splitlines():
+            c = json.loads(line)
+            (seen if c["what"] == "task" else nll_seen)[c["key"]] = c["value"]
+
+    def remember(what, key, value):
+        (seen if what == "task" else nll_seen)[key] = value
+        if args.cache:
+            with args.cache.open("a") as f:
+                f.write(json.dumps({"what": what, "key": key, "value": value}) + "\n")
+
+    def key_of(ids) -> str:
+        return hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()
+
+    base_keys = [key_of(base_tok.encode(ex).ids) for ex in examples]
+    base_fkeys = [key_of([base_tok.token_to_id(prompts.ENDOFTEXT)] + base_tok.encode(r["text"]).ids) for r in code]
+    if args.baseline_rows:
+        base_rows = [json.loads(line) for line in args.baseline_rows.read_text().splitlines()]
+        if [(r["kind"], r["path"]) for r in base_rows] != [(t["kind"], t["path"]) for t in tasks]:
+            raise SystemExit(f"{args.baseline_rows}: not the rows of these tasks")
+        for k, r in zip(base_keys, base_rows):
+            seen[k] = r
+    results = {}
+    for name, tok in toks[1:] if args.changed_only else toks:
+        keys = [key_of(tok.encode(ex).ids) for ex in examples]
+        todo = [i for i, k in enumerate(keys) if k not in seen and not (args.changed_only and k == base_keys[i])]
+        log(f"{name}: {len(tasks) - len(todo)} of {len(tasks)} tasks have ids already evaluated, {len(todo)} to run")
+        if todo:
+            _, rows = E.eval_forced(model, tok, [tasks[i] for i in todo], "cpu", log)
+            for i, r in zip(todo, rows):
+                remember("task", keys[i], r)
+        eos = tok.token_to_id(prompts.ENDOFTEXT)
+        fids = [[eos] + tok.encode(r["text"]).ids for r in code]
+        fkeys = [key_of(ids) for ids in fids]
+        for r, k, bk in zip(code, fkeys, base_fkeys):
+            if k not in nll_seen and not (args.changed_only and k == bk):
+                b = E.bits_per_byte(model, tok, [r], "cpu", args.bpb_window)
+                remember("file", k, b["bits_per_byte"] * math.log(2) * b["bytes"])
+        if args.changed_only:
+            log(f"{name}: {len(todo)} tasks and {sum(k != bk for k, bk in zip(fkeys, base_fkeys))} files evaluated")
+            continue
+        rows = [seen[k] for k in keys]
+        res = {"forced": summarize(rows), "tasks_with_other_ids": sum(k != b for k, b in zip(keys, base_keys))}
+        if code:
+            total = sum(len(r["text"].encode("utf-8")) for r in code)
+            res["heldout_bpb"] = {"bits_per_byte": sum(nll_seen[k] for k in fkeys) / math.log(2) / total,
+                                  "files": len(code), "bytes": total, "tokens": sum(len(i) - 1 for i in fids),
+                                  "files_with_other_ids": sum(k != bk for k, bk in zip(fkeys, base_fkeys))}
+        results[name] = res
+        (args.out / f"forced_tasks_{len(results) - 1}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        log(f"{name}: {json.dumps(res)}")
+        (args.out / "prune_eval.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
