@@ -168,3 +168,31 @@ def test_cli_writes_the_pruned_folder_and_its_record(tmp_path, original):
     assert (out / "tokenizer_config.json").read_bytes() == (MODEL / "tokenizer_config.json").read_bytes()
     bad = subprocess.run(cmd[:-4] + ["--min-count", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1] == "--min-count must be at least 1"
+
+
+def test_trained_rows_are_kept_whatever_their_count(original):
+    tj, tok = original
+    _, _, gone, counts = pruned_at(original, 1)
+    keep = {g["id"] for g in gone[::2]}
+    out, still_gone = prune_vocab.prune(tj, counts, 1, trained=keep)
+    assert {g["id"] for g in still_gone} == {g["id"] for g in gone} - keep - closure_inputs(tj, keep)
+    new = Tokenizer.from_str(json.dumps(out))
+    for i in sorted(keep)[:50]:  # a kept piece's own text encodes to it again
+        assert ids(new, tok.decode([i])) == ids(tok, tok.decode([i]))
+    vocab_size = tok.get_vocab_size()
+    assert prune_vocab.trained_ids(MODEL, 0.0) == set(range(vocab_size))
+    assert prune_vocab.trained_ids(MODEL, 1e9) == set()
+
+
+def closure_inputs(tj, keep):
+    """The pieces (ids) that the kept ones are made of, recursively."""
+    vocab = tj["model"]["vocab"]
+    made_of = {a + b: (a, b) for a, b in prune_vocab.merge_pairs(tj)}
+    inv = {i: p for p, i in vocab.items()}
+    out, todo = set(), [inv[i] for i in keep]
+    while todo:
+        for part in made_of.get(todo.pop(), ()):
+            if vocab[part] not in out:
+                out.add(vocab[part])
+                todo.append(part)
+    return out

@@ -110,11 +110,13 @@ def main() -> None:
     for name, tok in toks[1:] if args.changed_only else toks:
         keys = [key_of(tok.encode(ex).ids) for ex in examples]
         todo = [i for i, k in enumerate(keys) if k not in seen and not (args.changed_only and k == base_keys[i])]
-        log(f"{name}: {len(tasks) - len(todo)} of {len(tasks)} tasks have ids already evaluated, {len(todo)} to run")
-        if todo:
-            _, rows = E.eval_forced(model, tok, [tasks[i] for i in todo], "cpu", log)
-            for i, r in zip(todo, rows):
-                remember("task", keys[i], r)
+        log(f"{name}: {len(todo)} of {len(tasks)} tasks to run")
+        t0 = time.time()
+        for n, i in enumerate(todo):  # one at a time, so that the cache keeps what is done
+            _, (row,) = E.eval_forced(model, tok, [tasks[i]], "cpu", lambda msg: None)
+            remember("task", keys[i], row)
+            if (n + 1) % 10 == 0:
+                log(f"  {n + 1}/{len(todo)} ({time.time() - t0:.0f}s)")
         eos = tok.token_to_id(prompts.ENDOFTEXT)
         fids = [[eos] + tok.encode(r["text"]).ids for r in code]
         fkeys = [key_of(ids) for ids in fids]

@@ -12,6 +12,11 @@ Which merges stay (`needed`): a piece is needed when
 - it is a base piece (a byte of the byte-level alphabet: the output of no merge) or an added
   (special) token, or
 - it occurs at least `--min-count` N times as a final token when the training text is encoded, or
+- (with --model) its row of the model's input embedding has a norm of at least `--min-norm`: the
+  row was trained, on a corpus this machine may have only part of (build_data.py collects what
+  is installed; the GPU machine has more packages). Rows that no training text reached decay to
+  about a quarter of a trained row's norm (weight decay), so the norm tells them apart, or
+- it is an input of a kept merge whose output is needed (closure over the merge graph).
 - it is an input of a kept merge whose output is needed (closure over the merge graph).
 A merge is kept when its output is needed.
 
@@ -94,14 +99,17 @@ def count_tokens(tokenizer, texts, vocab_size: int, batch: int = 256) -> np.ndar
     return counts
 
 
-def needed_pieces(tj: dict, counts: np.ndarray, min_count: int) -> set[str]:
-    """The pieces to keep (module docstring), as vocabulary strings."""
+def needed_pieces(tj: dict, counts: np.ndarray, min_count: int, trained=None) -> set[str]:
+    """The pieces to keep (module docstring), as vocabulary strings; `trained`: ids whose
+    embedding rows were trained (kept whatever their count), or None."""
     vocab: dict[str, int] = tj["model"]["vocab"]
     pairs = merge_pairs(tj)
     outputs = {a + b for a, b in pairs}
     needed = {p for p in vocab if p not in outputs}  # the base alphabet
     needed |= {t["content"] for t in tj.get("added_tokens", [])}
     needed |= {p for p, i in vocab.items() if i < len(counts) and counts[i] >= min_count}
+    if trained is not None:
+        needed |= {p for p, i in vocab.items() if i in trained}
     changed = True
     while changed:  # one pass in reverse merge order suffices for a trained BPE; loop to be sure
         changed = False
@@ -112,7 +120,20 @@ def needed_pieces(tj: dict, counts: np.ndarray, min_count: int) -> set[str]:
     return needed
 
 
-def prune(tj: dict, counts: np.ndarray, min_count: int) -> tuple[dict, list[dict]]:
+def trained_ids(model: Path, min_norm: float) -> set[int]:
+    """The ids whose input-embedding row in `model` (a folder with model.safetensors) has a norm
+    of at least `min_norm`."""
+    from safetensors import safe_open
+
+    with safe_open(str(model / "model.safetensors"), framework="pt") as f:
+        name = next((k for k in f.keys() if k.endswith("embed_tokens.weight")), None)
+        if name is None:
+            raise SystemExit(f"{model}: no embed_tokens.weight in model.safetensors")
+        norms = f.get_tensor(name).float().norm(dim=1).numpy()
+    return set(np.flatnonzero(norms >= min_norm).tolist())
+
+
+def prune(tj: dict, counts: np.ndarray, min_count: int, trained=None) -> tuple[dict, list[dict]]:
     """A copy of tokenizer.json `tj` without the merges whose output is not needed, and the
     pruned pieces ({"id", "piece", "count"}), by id."""
     vocab = tj["model"]["vocab"]
@@ -120,7 +141,7 @@ def prune(tj: dict, counts: np.ndarray, min_count: int) -> tuple[dict, list[dict
     for a, b in pairs:
         if a + b not in vocab or a not in vocab or b not in vocab:
             raise SystemExit(f"merge {a!r} + {b!r}: a piece that is not in the vocabulary")
-    needed = needed_pieces(tj, counts, min_count)
+    needed = needed_pieces(tj, counts, min_count, trained)
     out = json.loads(json.dumps(tj))
     merges = tj["model"]["merges"]
     out["model"]["merges"] = [m for m, (a, b) in zip(merges, pairs) if a + b in needed]
@@ -142,6 +163,9 @@ def main() -> None:
     ap.add_argument("--examples-every", type=int, default=8,
                     help="count the edit examples and chats of every k-th file too (0: files only)")
     ap.add_argument("--counts", type=Path, help="a counts .npy to reuse (written there if it does not exist)")
+    ap.add_argument("--model", type=Path, help="keep the pieces whose embedding rows this model trained (--min-norm)")
+    ap.add_argument("--min-norm", type=float, default=0.8,
+                    help="with --model: an input-embedding row norm at least this counts as trained")
     args = ap.parse_args()
     if args.min_count < 1:
         raise SystemExit("--min-count must be at least 1")
@@ -158,12 +182,14 @@ def main() -> None:
         counts = count_tokens(tokenizer, training_texts(rows, args.examples_every), vocab_size)
         if args.counts:
             np.save(args.counts, counts)
-    pruned, gone = prune(tj, counts, args.min_count)
+    trained = trained_ids(args.model, args.min_norm) if args.model else None
+    pruned, gone = prune(tj, counts, args.min_count, trained)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tokenizer.json").write_text(json.dumps(pruned, ensure_ascii=False, indent=2), encoding="utf-8")
     if args.tok.resolve() != args.out.resolve():
         shutil.copy(args.tok / "tokenizer_config.json", args.out / "tokenizer_config.json")
-    report = {"min_count": args.min_count, "corpus": str(args.corpus), "corpus_files": len(rows),
+    report = {"min_count": args.min_count, "model": str(args.model) if args.model else None,
+              "min_norm": args.min_norm if args.model else None, "corpus": str(args.corpus), "corpus_files": len(rows),
               "examples_every": args.examples_every, "seeds": list(RUN_SEEDS),
               "tokens_counted": int(counts.sum()), "merges": len(tj["model"]["merges"]),
               "merges_kept": len(pruned["model"]["merges"]), "pruned": gone}
