@@ -196,3 +196,18 @@ def closure_inputs(tj, keep):
                 out.add(vocab[part])
                 todo.append(part)
     return out
+
+
+def test_the_bundled_tokenizer_is_the_recorded_pruning():
+    """The shipped tokenizer.json is v5's with the merges of train/runs/prune/prune.json removed:
+    none of those pieces is made by a merge or produced by encoding, even from their own text."""
+    record = json.loads((ROOT / "train" / "runs" / "prune" / "prune.json").read_text(encoding="utf-8"))
+    tj, tok = (json.loads((MODEL / "tokenizer.json").read_text(encoding="utf-8")),
+               Tokenizer.from_file(str(MODEL / "tokenizer.json")))
+    assert len(tj["model"]["merges"]) == record["merges_kept"] == record["merges"] - len(record["pruned"])
+    gone = {g["id"] for g in record["pruned"]}
+    assert {tj["model"]["vocab"][g["piece"]] for g in record["pruned"]} == gone
+    assert not {a + b for a, b in prune_vocab.merge_pairs(tj)} & {g["piece"] for g in record["pruned"]}
+    text = tok.decode(sorted(gone)) + "\nraise nx.NetworkXError('not a multigraph')\n"
+    got = ids(tok, text)
+    assert not gone & set(got) and tok.decode(got) == text

@@ -7,7 +7,10 @@ for the tasks and files that contain a pruned piece; for every other task the id
 logits (one task per forward pass, same model, same threads) and the result, are the same as under
 the baseline tokenizer. So each task and file is evaluated (with evaluate.eval_forced and
 evaluate.bits_per_byte) only under the first tokenizer that gives it its ids, and the results are
-reused for the others. The baseline's per-task rows may come from an earlier
+reused for the others. Bits per byte likewise: only the files whose ids some
+tokenizer changes are evaluated (under every tokenizer); with --baseline-bpb (evaluate.py's
+eval.json over the same files) the total is evaluate.py's with those files' share replaced.
+The baseline's per-task rows may come from an earlier
 `evaluate.py --forced` run of the same model and tasks (--baseline-rows, its forced_tasks.jsonl).
 Results are kept in --cache (by a hash of the ids) as they come, so a run with --changed-only
 (only the tasks and files whose ids a pruned tokenizer changes) can go beside the baseline's run,
@@ -64,6 +67,7 @@ def main() -> None:
     ap.add_argument("--baseline-rows", type=Path, help="forced_tasks.jsonl of evaluate.py --forced on the same tasks")
     ap.add_argument("--bpb-files", type=int, default=0, help="held-out files for bits per byte (0: skip)")
     ap.add_argument("--bpb-window", type=int, default=8192)
+    ap.add_argument("--baseline-bpb", type=Path, help="eval.json of evaluate.py with bits per byte on the same files")
     ap.add_argument("--cache", type=Path, help="jsonl of results by ids hash, read and appended to")
     ap.add_argument("--changed-only", action="store_true",
                     help="evaluate only what a pruned tokenizer changes (no summary for the tokenizers)")
@@ -99,9 +103,21 @@ def main() -> None:
         return hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()
 
     base_keys = [key_of(base_tok.encode(ex).ids) for ex in examples]
-    base_fkeys = [key_of([base_tok.token_to_id(prompts.ENDOFTEXT)] + base_tok.encode(r["text"]).ids) for r in code]
+
+    def file_keys(tok):
+        eos = tok.token_to_id(prompts.ENDOFTEXT)
+        return [key_of([eos] + tok.encode(r["text"]).ids) for r in code]
+
+    base_fkeys = file_keys(base_tok)
+    # bits per byte only where some tokenizer changes a file's ids (the others add the same to each)
+    changed_files = sorted({i for _, tok in toks[1:] for i, k in enumerate(file_keys(tok)) if k != base_fkeys[i]})
     if args.baseline_rows:
-        base_rows = [json.loads(line) for line in args.baseline_rows.read_text().splitlines()]
+        base_rows, count = [], {}
+        for line in args.baseline_rows.read_text().splitlines():  # the first --per-kind of each kind, as load_tasks
+            r = json.loads(line)
+            count[r["kind"]] = count.get(r["kind"], 0) + 1
+            if count[r["kind"]] <= args.per_kind:
+                base_rows.append(r)
         if [(r["kind"], r["path"]) for r in base_rows] != [(t["kind"], t["path"]) for t in tasks]:
             raise SystemExit(f"{args.baseline_rows}: not the rows of these tasks")
         for k, r in zip(base_keys, base_rows):
@@ -117,23 +133,28 @@ def main() -> None:
             remember("task", keys[i], row)
             if (n + 1) % 10 == 0:
                 log(f"  {n + 1}/{len(todo)} ({time.time() - t0:.0f}s)")
-        eos = tok.token_to_id(prompts.ENDOFTEXT)
-        fids = [[eos] + tok.encode(r["text"]).ids for r in code]
-        fkeys = [key_of(ids) for ids in fids]
-        for r, k, bk in zip(code, fkeys, base_fkeys):
-            if k not in nll_seen and not (args.changed_only and k == bk):
-                b = E.bits_per_byte(model, tok, [r], "cpu", args.bpb_window)
-                remember("file", k, b["bits_per_byte"] * math.log(2) * b["bytes"])
+        fkeys = file_keys(tok)
+        for i in changed_files:
+            if fkeys[i] not in nll_seen and not (args.changed_only and fkeys[i] == base_fkeys[i]):
+                b = E.bits_per_byte(model, tok, [code[i]], "cpu", args.bpb_window)
+                remember("file", fkeys[i], b["bits_per_byte"] * math.log(2) * b["bytes"])
         if args.changed_only:
             log(f"{name}: {len(todo)} tasks and {sum(k != bk for k, bk in zip(fkeys, base_fkeys))} files evaluated")
             continue
         rows = [seen[k] for k in keys]
         res = {"forced": summarize(rows), "tasks_with_other_ids": sum(k != b for k, b in zip(keys, base_keys))}
-        if code:
-            total = sum(len(r["text"].encode("utf-8")) for r in code)
-            res["heldout_bpb"] = {"bits_per_byte": sum(nll_seen[k] for k in fkeys) / math.log(2) / total,
-                                  "files": len(code), "bytes": total, "tokens": sum(len(i) - 1 for i in fids),
-                                  "files_with_other_ids": sum(k != bk for k, bk in zip(fkeys, base_fkeys))}
+        if changed_files:
+            nll = sum(nll_seen[fkeys[i]] for i in changed_files)
+            nbytes = sum(len(code[i]["text"].encode("utf-8")) for i in changed_files)
+            res["bpb_changed_files"] = {"bits_per_byte": nll / math.log(2) / nbytes, "files": len(changed_files),
+                                        "bytes": nbytes, "files_with_other_ids": sum(fkeys[i] != base_fkeys[i] for i in changed_files)}
+            if args.baseline_bpb:  # evaluate.py's bits per byte on the same files, the changed ones replaced
+                base = json.loads(args.baseline_bpb.read_text())["heldout_bpb"]
+                if base["files"] != len(code):
+                    raise SystemExit(f"{args.baseline_bpb}: bits per byte over {base['files']} files, not {len(code)}")
+                base_nll = sum(nll_seen[base_fkeys[i]] for i in changed_files)
+                total = base["bits_per_byte"] * math.log(2) * base["bytes"] - base_nll + nll
+                res["heldout_bpb"] = {"bits_per_byte": total / math.log(2) / base["bytes"], "files": len(code)}
         results[name] = res
         (args.out / f"forced_tasks_{len(results) - 1}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         log(f"{name}: {json.dumps(res)}")
