@@ -294,10 +294,11 @@ def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monk
     add with the next norm, the GDN output's gated norm, SwiGLU; the routed experts' SwiGLU
     always) quantizes its rows as it
     writes them (norm_quant.wgsl, STRATA_WEBGPU_QUANT_FOLD=1) and the matmul, or the routed
-    experts, take those codes instead of a quantize_rows dispatch: every logit equals the default
-    path's bit for bit, with fewer dispatches per window, one submit."""
+    experts, take those codes instead of a quantize_rows dispatch: every logit equals the unfolded
+    path's (STRATA_WEBGPU_QUANT_FOLD=0) bit for bit, with fewer dispatches per window, one submit."""
     path = ggufs[(arch, mix)]
-    folded, plain = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1"), gpu(path))
+    folded = gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1")
+    folded, plain = prefilled(PROMPT, folded, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0"))
     # the first window teaches the post-attention norms (the prefill's MoE layers group on the host)
     for i, (window, keep) in enumerate([([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]):
         before, plain_before = folded.backend_counters(), plain.backend_counters()
@@ -312,16 +313,40 @@ def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monk
         plain.commit(keep)
 
 
+@pytest.mark.parametrize("mix,folds", [("Q4_K_M", True), ("Q8_0", False)])
+def test_producers_fold_by_default_for_the_k_quants_only(ggufs, mix, folds, monkeypatch):
+    """Unset, STRATA_WEBGPU_QUANT_FOLD folds the 256-value (K-quant) formats, where it paid on the
+    H200, and not the 32-value ones: the default window dispatches exactly as =1 does for Q4_K_M
+    and as =0 does for Q8_0, with the same logits as both."""
+    path = ggufs[("qwen3_next", mix)]
+    monkeypatch.delenv("STRATA_WEBGPU_QUANT_FOLD", raising=False)
+    default = gpu(path)
+    on = gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1")
+    off = gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0")
+    engines = prefilled(PROMPT, default, on, off)
+    for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3)]:
+        before = [e.backend_counters()["dispatches"] for e in engines]
+        logits = [np.array(e.run(window)) for e in engines]
+        spent = [e.backend_counters()["dispatches"] - b for e, b in zip(engines, before)]
+        np.testing.assert_array_equal(logits[0], logits[1])
+        np.testing.assert_array_equal(logits[0], logits[2])
+        assert spent[1] < spent[2], (window, spent)  # folding saves dispatches on both formats
+        assert spent[0] == (spent[1] if folds else spent[2]), (window, spent)
+        for e in engines:
+            e.commit(keep)
+
+
 @pytest.mark.parametrize("mix", ["Q4_K_M", "Q8_0"])
 def test_producers_quantize_wide_rows_as_quantize_rows_does(tmp_path, mix, monkeypatch):
     """Rows of 2048 (hidden) and 512 (expert width) values: the producers map 32 or 8 values to a
     thread (a whole 32-value sum in one thread, or a tree over threads), unlike quantize_rows'
-    4 or 1; the logits still equal the default path's bit for bit."""
+    4 or 1; the logits still equal the unfolded path's bit for bit."""
     kw = dict(hidden_size=2048, head_dim=64, num_hidden_layers=2, num_experts=4, moe_intermediate_size=512,
               shared_expert_intermediate_size=512, linear_key_head_dim=64, linear_value_head_dim=64)
     folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=5, **kw)
     path = write_gguf(folder, str(tmp_path / f"wide-{mix}.gguf"), keep_f32=r"ffn_gate_inp", **MIXES[mix])
-    folded, plain = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1"), gpu(path))
+    folded = gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1")
+    folded, plain = prefilled(PROMPT, folded, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0"))
     for window, keep in [([10, 11, 12], 2), ([20], 1), ([30, 31], 2)]:
         before = folded.backend_counters()["dispatches"]
         plain_before = plain.backend_counters()["dispatches"]

@@ -214,10 +214,11 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
     slots_ = std::make_unique<SlotPool>(*device_);
-    // off by default: on the H200 (2026-12-03) a producer that quantizes its own row in one
-    // workgroup costs about what the quantize_rows dispatch it saves did (docs/webgpu.md)
+    // "1": every block format; "0": none; unset: the 256-value (K-quant) formats only. On the
+    // H200 (2026-12-03, two runs) folding made Q4_K_M decode 12-13% faster and Q8_0 0-9% slower
+    // (docs/webgpu.md)
     const char* qf = std::getenv("STRATA_WEBGPU_QUANT_FOLD");
-    quant_fold_ = qf && std::string(qf) == "1";
+    quant_fold_ = !qf ? FoldMode::KQuants : std::string(qf) == "1" ? FoldMode::All : FoldMode::Off;
 }
 
 bool WebGpuBackend::same_act(WeightFormat a, WeightFormat b) const {
@@ -238,11 +239,15 @@ void WebGpuBackend::hint(const float* X, int ldx, int cols, WeightFormat f) {
     hints_[made_q_.producer] = {ldx, cols, f};
 }
 
+bool WebGpuBackend::folds(WeightFormat f) const {
+    return quant_fold_ == FoldMode::All || (quant_fold_ == FoldMode::KQuants && quant_layout(f).block_elems == 256);
+}
+
 BufferPtr WebGpuBackend::producing(const void* producer, const float* out, int rows, int ld, int cols) {
     made_q_ = {out, rows, ld, cols, WeightFormat::F32, nullptr, submits_, producer};
-    if (!fuse_ || !quant_fold_) return nullptr;
+    if (!fuse_ || quant_fold_ == FoldMode::Off) return nullptr;
     auto it = hints_.find(producer);
-    if (it == hints_.end() || it->second.ldx != ld || it->second.cols != cols ||
+    if (it == hints_.end() || it->second.ldx != ld || it->second.cols != cols || !folds(it->second.format) ||
         cols % int(quant_layout(it->second.format).block_elems))
         return nullptr;
     made_q_.format = it->second.format;
@@ -1129,7 +1134,7 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
                        uint32_t(go / 4), uint32_t(go / 4 + P * I), uint32_t(I), uint32_t(io / 4), E};
     kernels_->matmul_quant_routed(rec_, BufRef(xq), gu, ids, BufRef(L.table), L.gu_buffers, BufRef(log), up);
     BufferPtr gq = temp(quant_act_words(L.down_format, p32, uint32_t(I)) * 4);
-    if (quant_fold_ && I % quant_layout(L.down_format).block_elems == 0) {
+    if (folds(L.down_format) && I % quant_layout(L.down_format).block_elems == 0) {
         routed_swiglu(a.GU, P * I, uint32_t(I), L.down_format, gq);  // SwiGLU quantizing the rows it writes
     } else {
         routed_swiglu(a.GU, P * I);

@@ -165,7 +165,10 @@ private:
     void drop_made_q_over(const void* p, size_t bytes);  // drop made_q_ if [p, p + bytes) overlaps its rows
     // STRATA_WEBGPU_QUANT_FOLD=1: producers quantize the rows they write (made_q_); otherwise a
     // quantize_rows per matmul input (the tests compare both)
-    bool quant_fold_ = false;
+    // producers that quantize their rows (STRATA_WEBGPU_QUANT_FOLD): for which block formats
+    enum class FoldMode { Off, KQuants, All };
+    FoldMode quant_fold_ = FoldMode::KQuants;
+    bool folds(WeightFormat f) const;
     // A MoE layer whose experts the device chooses (moe_experts): every expert uploaded, the
     // (buffer, vec4 index) of each one's gate, up and down in `table`; ok = false: the layer's
     // experts do not fit the routed kernel (format, shape, more than kGatherBuffers arenas) and
