@@ -8,7 +8,7 @@ import pytest
 
 import strata
 from strata.testing.devmodel import write_random_model
-from webgpu_helpers import open_test_device
+from webgpu_helpers import assert_windows_equal_serial, open_test_device
 
 # max |gpu - cpu| / max|cpu| over the logits of a 12-token prefill, measured on lavapipe:
 # 1.8e-6 (qwen3_next f32), 3.2e-6 (qwen3_5_moe f32), 3.3e-7 (qwen3_moe f32), 3.3e-6 (qwen3_next
@@ -58,13 +58,7 @@ def test_window_rows_equal_serial_decode_with_rejections(models, arch):
     windowed.run(prompt)
     windowed.commit(len(prompt))
     # windows with drafts, each only partly accepted (forced rejections), then a full accept
-    for window, keep in [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]:
-        logits = windowed.run(window)
-        windowed.commit(keep)
-        for t in range(keep):
-            one = serial.run([window[t]])
-            serial.commit(1)
-            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+    assert_windows_equal_serial(serial, windowed, [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)])
 
 
 def test_greedy_tokens_agree_with_cpu(models):

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 import strata  # noqa: E402
 from gguf_helpers import write_gguf  # noqa: E402
 from hf_models import make_hf_model  # noqa: E402
-from webgpu_helpers import gpu, gpu_with_env, open_test_device, prefilled  # noqa: E402
+from webgpu_helpers import assert_windows_equal_serial, gpu, gpu_with_env, open_test_device, prefilled  # noqa: E402
 
 # Both backends quantize each activation row to the same int8 blocks (bit for bit where the
 # inputs are equal) and sum integer block products exactly; they differ only in whether the f32
@@ -90,13 +90,7 @@ def test_quantized_logits_match_cpu_backend(ggufs, arch, mix):
 def test_quantized_window_rows_equal_serial_decode_with_rejections(ggufs, arch, mix):
     path = ggufs[(arch, mix)]
     serial, windowed = prefilled(PROMPT, gpu(path), gpu(path))
-    for window, keep in [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)]:
-        logits = np.array(windowed.run(window))
-        windowed.commit(keep)
-        for t in range(keep):
-            one = np.array(serial.run([window[t]]))
-            serial.commit(1)
-            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+    assert_windows_equal_serial(serial, windowed, [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)])
 
 
 def test_quantized_rows_do_not_depend_on_the_other_rows(ggufs):

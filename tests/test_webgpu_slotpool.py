@@ -11,7 +11,7 @@ import pytest
 import strata
 from strata import pack
 from strata.testing.devmodel import write_random_model
-from webgpu_helpers import gpu, open_test_device
+from webgpu_helpers import assert_windows_equal_serial, gpu, open_test_device, prefilled
 
 PROMPT = [5, 17, 33, 2, 9, 41]
 # windows of root + drafts, each partly accepted (forced rejections), then a full accept
@@ -74,28 +74,16 @@ def test_streamed_pack_equals_resident_model_at_every_cache_size(model, slots):
 def test_streamed_windows_equal_serial_decode_with_rejections(model):
     src, dst, info = model
     k = strata.load(src, threads=1).config["top_k"]
-    serial = gpu(dst, expert_cache=_slots(info, k))
-    windowed = gpu(dst, expert_cache=_slots(info, k))
-    for eng in (serial, windowed):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
-    for window, keep in WINDOWS:
-        logits = np.array(windowed.run(window))
-        windowed.commit(keep)
-        for t in range(keep):
-            one = np.array(serial.run([window[t]]))
-            serial.commit(1)
-            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+    cache = _slots(info, k)
+    serial, windowed = prefilled(PROMPT, gpu(dst, expert_cache=cache), gpu(dst, expert_cache=cache))
+    assert_windows_equal_serial(serial, windowed, WINDOWS)
 
 
 def test_streamed_rows_do_not_depend_on_the_other_rows(model):
     src, dst, info = model
     k = strata.load(src, threads=1).config["top_k"]
-    a = gpu(dst, expert_cache=_slots(info, k))
-    b = gpu(dst, expert_cache=_slots(info, k))
-    for eng in (a, b):
-        eng.run(PROMPT)
-        eng.commit(len(PROMPT))
+    cache = _slots(info, k)
+    a, b = prefilled(PROMPT, gpu(dst, expert_cache=cache), gpu(dst, expert_cache=cache))
     # the same root with different drafts beside it (other experts routed, other slots refilled)
     ra = np.array(a.run([3, 40, 41, 42, 43, 44, 45, 46]))
     rb = np.array(b.run([3, 7]))

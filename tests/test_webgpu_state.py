@@ -12,7 +12,7 @@ import pytest
 
 import strata
 from strata.testing.devmodel import write_random_model
-from webgpu_helpers import gpu, gpu_with_env, open_test_device, prefilled
+from webgpu_helpers import assert_windows_equal_serial, gpu, gpu_with_env, open_test_device, prefilled
 
 # max |gpu - cpu| relative to max |cpu| logits (test_webgpu_engine measures ~3e-6 on lavapipe)
 LOGITS_REL = 3e-5
@@ -46,13 +46,7 @@ def test_lazy_fold_rows_equal_serial_decode(model):
     for eng in (serial, windowed):
         eng.run(PROMPT)
         eng.commit(len(PROMPT))
-    for window, keep in WINDOWS:
-        logits = windowed.run(window)
-        windowed.commit(keep)
-        for t in range(keep):
-            one = serial.run([window[t]])
-            serial.commit(1)
-            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+    assert_windows_equal_serial(serial, windowed, WINDOWS)
 
 
 @pytest.mark.parametrize("fold", ["eager", "lazy"])
@@ -179,13 +173,7 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
 
 def test_grouped_windows_equal_serial_decode(bf16_model):
     serial, windowed = prefilled(PROMPT, gpu(bf16_model), gpu(bf16_model))
-    for window, keep in WINDOWS:
-        logits = windowed.run(window)
-        windowed.commit(keep)
-        for t in range(keep):
-            one = serial.run([window[t]])
-            serial.commit(1)
-            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+    assert_windows_equal_serial(serial, windowed, WINDOWS)
 
 
 def test_resident_experts_are_chosen_on_the_device_one_submit_per_window(bf16_model, monkeypatch):

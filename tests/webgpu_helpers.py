@@ -47,6 +47,19 @@ def prefilled(prompt, *engines):
     return engines
 
 
+def assert_windows_equal_serial(serial, windowed, windows):
+    """Each (window, keep): the windowed engine runs the window and keeps its first `keep` rows
+    (the rest rejected); every kept row's logits equal the serial engine's for that token alone,
+    bit for bit."""
+    for window, keep in windows:
+        logits = np.array(windowed.run(window))
+        windowed.commit(keep)
+        for t in range(keep):
+            one = np.array(serial.run([window[t]]))
+            serial.commit(1)
+            np.testing.assert_array_equal(logits[t], one[0], err_msg=f"window {window} row {t}")
+
+
 def bf16_bits(a: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), round to nearest even."""
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
