@@ -47,43 +47,25 @@ bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float*
     const std::vector<ExpertView>* all = win.store->resident_layer(layer_);
     if (!all || !win.late_ids) return false;
     const ModelSpec& s = env_.spec;
-    Backend& be = env_.be;
-    const int H = s.hidden, k = s.top_k, I = s.moe_inter;
-    const int NS = n * k;
-    ScratchScope sc(env_.scratch);
-    float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
-    float* D = sc.alloc<float>(size_t(NS) * H);
     auto ids = std::make_shared<std::vector<int>>();
-    if (!be.moe_experts({h, H, n, idx, k, all->data(), int(all->size()), H, I, GU, D, ids})) return false;
+    const Backend::MoeExpertsArgs a{h, s.hidden, n, idx, s.top_k, all->data(), int(all->size()), s.hidden,
+                                    s.moe_inter, nullptr, nullptr, ids};
+    if (!run_routed(a, wts, out, sg, shg, shu)) return false;
     win.late_ids->push_back({moe_index_, ids});
     if (!all->empty()) (*win.expert_bytes)[moe_index_] = int64_t((*all)[0].bytes());
-    combine_pairs(n, D, wts, out, sg, shg, shu);
     return true;
 }
 
-bool FfnBlock::run_streamed(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
-                            float* shg, const float* shu, const std::vector<int>& uni,
-                            const std::vector<ExpertView>& views) {
-    const ModelSpec& s = env_.spec;
-    const int H = s.hidden, k = s.top_k, I = s.moe_inter;
-    const int NS = n * k;
-    ScratchScope sc(env_.scratch);
-    float* GU = sc.alloc<float>(size_t(NS) * 2 * I);
-    float* D = sc.alloc<float>(size_t(NS) * H);
-    Backend::MoeExpertsArgs a{h, H, n, idx, k, views.data(), int(views.size()), H, I, GU, D, nullptr};
-    a.expert_ids = uni.data();
-    a.layer_experts = s.n_experts;
-    if (!env_.be.moe_experts(a)) return false;
-    combine_pairs(n, D, wts, out, sg, shg, shu);
-    return true;
-}
-
-void FfnBlock::combine_pairs(int n, const float* D, const float* wts, float* out, const float* sg, float* shg,
-                             const float* shu) {
+bool FfnBlock::run_routed(Backend::MoeExpertsArgs a, const float* wts, float* out, const float* sg, float* shg,
+                          const float* shu) {
     const ModelSpec& s = env_.spec;
     Backend& be = env_.be;
-    const int H = s.hidden, k = s.top_k, SI = s.shared_inter;
+    const int n = a.n, H = s.hidden, k = s.top_k, I = s.moe_inter, SI = s.shared_inter;
     const int NS = n * k;
+    ScratchScope sc(env_.scratch);
+    a.GU = sc.alloc<float>(size_t(NS) * 2 * I);
+    a.D = sc.alloc<float>(size_t(NS) * H);
+    if (!be.moe_experts(a)) return false;
     if (has_shared_) {
         be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
         be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
@@ -93,7 +75,8 @@ void FfnBlock::combine_pairs(int n, const float* D, const float* wts, float* out
         slots_.resize(size_t(NS));
         for (int i = 0; i < NS; ++i) slots_[size_t(i)] = i;
     }
-    be.moe_combine(D, slots_.data(), wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
+    be.moe_combine(a.D, slots_.data(), wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
+    return true;
 }
 
 void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
@@ -167,7 +150,11 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
     if (!routing.approximate() && !store.resident_layer(li)) {
         bool done = false;
         try {
-            done = run_streamed(h, n, idx, wts, out, sg, shg, shu, uni, views);
+            Backend::MoeExpertsArgs a{h, H, n, idx, k, views.data(), int(views.size()), H, s.moe_inter,
+                                      nullptr, nullptr, nullptr};
+            a.expert_ids = uni.data();
+            a.layer_experts = E;
+            done = run_routed(a, wts, out, sg, shg, shu);
         } catch (...) {
             store.release_layer(li);
             throw;

@@ -42,12 +42,11 @@ private:
     // The routed experts through Backend::moe_experts (every expert resident); false: the host path.
     bool run_on_device(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
                        float* shg, const float* shu, MoeWindow& win);
-    // The acquired (streamed) experts `views` of the union `uni` through the same backend op; false: host grouping.
-    bool run_streamed(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
-                      float* shg, const float* shu, const std::vector<int>& uni, const std::vector<ExpertView>& views);
-    // After moe_experts: the shared expert's down projection and the combine of the pairs' rows D.
-    void combine_pairs(int n, const float* D, const float* wts, float* out, const float* sg, float* shg,
-                       const float* shu);
+    // The pairs of `a` (resident experts, or a window's acquired streamed ones) through
+    // Backend::moe_experts into scratch GU/D, then the shared expert's down projection and the
+    // combine; false: the backend cannot (nothing done), the host path runs.
+    bool run_routed(Backend::MoeExpertsArgs a, const float* wts, float* out, const float* sg, float* shg,
+                    const float* shu);
     LayerEnv env_;
     int layer_;
     int moe_index_;     // index among MoE layers, -1: dense MLP

@@ -285,6 +285,12 @@ ExpertSlotHooks WebGpuBackend::expert_slot_hooks() {
 
 namespace {
 
+// The routed kernels' expert table: every expert of the layer (resident), or of the layer's
+// `layer_experts` with the window's acquired ones filled in (streamed).
+uint32_t table_experts(const Backend::MoeExpertsArgs& a) {
+    return uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
+}
+
 // The block formats of shaders/matmul_quant.wgsl.
 bool quant_matmul_format(WFormat f) {
     return f == WFormat::Q8_0 || f == WFormat::Q5_0 || f == WFormat::Q5_1 || f == WFormat::Q4_K || f == WFormat::Q5_K ||
@@ -533,12 +539,8 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     std::vector<const Buffer*> group_buffers;
     // block formats: x quantized once for the jobs that share it (q/k/v, gate/up), or by the
     // op that wrote it (made_q_), unless one of these jobs writes into its rows
-    auto y_over = [](const MatJob& job, const float* X, int T, int ldx, int cols) {
-        const auto x0 = reinterpret_cast<uintptr_t>(X), y0 = reinterpret_cast<uintptr_t>(job.Y);
-        return y0 < x0 + (size_t(T - 1) * ldx + cols) * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4;
-    };
     for (const MatJob& job : jobs)
-        if (made_q_.xq && job.T > 0 && y_over(job, made_q_.X, made_q_.T, made_q_.ldx, made_q_.cols)) made_q_ = {};
+        if (job.T > 0) drop_made_q_over(job.Y, size_t(job.T) * job.ldy * 4);
     QuantX qx = made_q_;
     // consecutive block-format jobs over that one quantized x, without bias, whose y lie in one
     // device array away from x: one matmul_quant_gathered dispatch (q/k/v, gate/up)
@@ -560,7 +562,10 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
         hint(job.X, job.ldx, job.W.cols, f);  // the op that writes x quantizes it from the next window on
     };
     // y overlaps x: writing y invalidates a quantized x made from those rows
-    auto y_over_x = [&](const MatJob& job) { return y_over(job, job.X, job.T, job.ldx, job.W.cols); };
+    auto y_over_x = [](const MatJob& job) {
+        const auto x0 = reinterpret_cast<uintptr_t>(job.X), y0 = reinterpret_cast<uintptr_t>(job.Y);
+        return y0 < x0 + (size_t(job.T - 1) * job.ldx + job.W.cols) * 4 && x0 < y0 + size_t(job.T) * job.ldy * 4;
+    };
     // the distinct weight buffers of `bufs` plus those of m's chunks
     auto with_buffers = [](std::vector<const Buffer*> bufs, const GpuMatrix& m) {
         for (const auto& c : m.chunks)
@@ -997,7 +1002,7 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
         io / 4 > UINT32_MAX)
         return false;
     if (a.expert_ids && !(window = streamed_layer(a)).ok) return false;
-    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = table_experts(a);
     BufferPtr log = temp(P * 4);
     if (is_quant(L.format)) {
         moe_experts_quant(a, L, BufRef(rx->buf), xo, BufRef(rg->buf), go, BufRef(rd->buf), d_off, BufRef(ri->buf), io, log);
@@ -1122,7 +1127,7 @@ void WebGpuBackend::moe_experts_quant(const MoeExpertsArgs& a, const RoutedLayer
                                       const BufRef& gu, uint64_t go, const BufRef& d, uint64_t d_off,
                                       const BufRef& ids, uint64_t io, const BufferPtr& log) {
     const uint64_t P = uint64_t(a.n) * a.k, H = uint64_t(a.hidden), I = uint64_t(a.inter);
-    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = uint32_t(a.expert_ids ? a.layer_experts : a.n_experts);
+    const uint32_t p32 = uint32_t(P), k = uint32_t(a.k), E = table_experts(a);
     BufferPtr xq = quantized_for(made_q_, a.x, a.n, a.ldx, a.hidden, L.format) ? made_q_.xq : nullptr;
     if (!xq) {
         xq = temp(quant_act_words(L.format, uint32_t(a.n), uint32_t(H)) * 4);
