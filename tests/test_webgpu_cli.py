@@ -108,3 +108,14 @@ def test_unknown_row_loop_choice_is_one_line_not_an_internal_error(capsys, monke
     assert code != 0 and len(lines) == 1
     assert "STRATA_WEBGPU_XLOAD='bogus': use one of lanes, lanes4, direct, staged" in lines[0]
     assert "internal error" not in lines[0]
+
+
+def test_unknown_quant_fold_choice_is_one_line_not_silently_off(capsys, monkeypatch):
+    """STRATA_WEBGPU_QUANT_FOLD takes 0 or 1 (unset: the K-quant formats); another value was read
+    as 'off' without a word."""
+    open_test_device()
+    monkeypatch.setenv("STRATA_WEBGPU_QUANT_FOLD", "yes")
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
+    lines = [line for line in err.splitlines() if line.startswith("strata:")]
+    assert code != 0 and len(lines) == 1
+    assert "STRATA_WEBGPU_QUANT_FOLD='yes': use 0 or 1" in lines[0]

@@ -104,10 +104,16 @@ def backend_adapter() -> str:
 
 def backend_config() -> tuple[str, str, str]:
     """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
-    loop the backend reads from STRATA_WEBGPU_XLOAD is checked here, as the adapter choice is."""
+    loop the backend reads from STRATA_WEBGPU_XLOAD and STRATA_WEBGPU_QUANT_FOLD are checked here,
+    as the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
         raise StrataError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
+    fold = os.environ.get("STRATA_WEBGPU_QUANT_FOLD")
+    if fold is not None and fold not in ("0", "1"):
+        raise StrataError(
+            f"STRATA_WEBGPU_QUANT_FOLD={fold!r}: use 0 or 1 (unset: the K-quant formats fold, the others do not)"
+        )
     return str(library_path()), str(shader_dir()), backend_adapter()
 
 
