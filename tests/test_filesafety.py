@@ -278,3 +278,65 @@ def test_the_new_core_modules_do_not_import_textual_or_rich():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+# A Python rewrite that drops a function or class the instruction does not name: strata-tiny,
+# asked to rename rgb_to_hsv in colorsys.py, left out hls_to_rgb, and `--yes` wrote it (it parsed).
+COLORS = ('__all__ = ["rgb_to_hsv", "hls_to_rgb"]\n\n\ndef rgb_to_hsv(r, g, b):\n    return r, g, b\n\n\n'
+          'def hls_to_rgb(h, l, s):\n    return _v(h, l, s)\n\n\ndef _v(m1, m2, hue):\n    return m1\n\n\n'
+          'class Palette:\n    def add(self, c):\n        pass\n\n    def clear(self):\n        pass\n')
+
+
+@pytest.mark.parametrize("instruction,new,dropped", [
+    # the rename, done right: the old name is gone, and the instruction names it
+    ("rename rgb_to_hsv to rgb_to_hsv_color", COLORS.replace("rgb_to_hsv", "rgb_to_hsv_color"), []),
+    # the rename, with another function left out
+    ("rename rgb_to_hsv to rgb_to_hsv_color",
+     COLORS.replace("rgb_to_hsv", "rgb_to_hsv_color").replace(
+         "def hls_to_rgb(h, l, s):\n    return _v(h, l, s)\n\n\n", ""), ["hls_to_rgb"]),
+    # deleting what was asked for, in any case and with backticks
+    ("Delete the function `HLS_TO_RGB`.", COLORS.replace("def hls_to_rgb(h, l, s):\n    return _v(h, l, s)\n\n\n", ""), []),
+    # a method is named with its class; a dropped class is named once, not with its methods
+    ("add a docstring", COLORS.replace("    def clear(self):\n        pass\n", "    pass\n"), ["Palette.clear"]),
+    ("add a docstring", COLORS[:COLORS.index("class Palette")], ["Palette"]),
+    # a name that is only part of a word in the instruction does not count as named
+    ("remove the _v_helper call", COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", ""), ["_v"]),
+    # a second definition of a name added: nothing dropped
+    ("tidy up", COLORS + "\n\ndef _v(a, b, c):\n    return a\n", []),
+])
+def test_a_python_rewrite_that_drops_a_definition_the_instruction_does_not_name(instruction, new, dropped):
+    got = [w for w in rewrite_warnings("colorsys.py", COLORS, new, instruction) if "drops" in w]
+    if not dropped:
+        assert got == []
+    else:
+        assert len(got) == 1 and got[0].endswith("which the instruction does not name"), got
+        names = got[0].split("drops the definition")[1].split(",")[0].split()
+        assert names == dropped, got
+
+
+def test_many_dropped_definitions_are_counted_not_all_listed():
+    old = "".join(f"def f{i}(x):\n    return x\n\n\n" for i in range(10))
+    got = rewrite_warnings("m.py", old, "def f0(x):\n    return x\n", "keep f0")
+    assert any("drops the definitions f1, f2, f3, f4 and 5 more," in w for w in got), got
+    # two definitions of one name, one of them left: still a drop
+    twice = old + "def f0(x):\n    return -x\n"
+    assert any("drops the definition f0," in w for w in rewrite_warnings("m.py", twice, old, "tidy up"))
+    # not Python, or not parsing before: no such check
+    assert not any("drops" in w for w in rewrite_warnings("m.txt", old, "", "x"))
+    assert not any("drops" in w for w in rewrite_warnings("m.py", old + "def (:\n", "", "x"))
+
+
+def test_cli_yes_refuses_a_rewrite_that_drops_an_unnamed_function(capsys, cli_env, tmp_path):
+    src = "def keep(x):\n    return x\n\n\ndef lost(x):\n    pass\n"
+    f = tmp_path / "two.py"
+    f.write_text(src)
+    # the fake model applies `replace A with B`: `def lost(x):` becomes `while False: #ost(x):`
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace def l with while False: #",
+                       "--yes", "--no-save")
+    assert code == ExitCode.EDIT and "drops the definition lost," in err and "--force" in err, err
+    _one_line(err)
+    assert f.read_text() == src
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace def l with while False: #",
+                       "--yes", "--force", "--no-save")
+    assert code == 0, err
+    assert "while False: #ost(x):" in f.read_text()

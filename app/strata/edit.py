@@ -359,7 +359,7 @@ class EditSession:
                           stop_reason=stop_reason, settings=settings.to_dict())
         self.turns.append(turn)
         self.proposal = Proposal(instruction, text, stop_reason, self.base_sha256, index, windows,
-                                 warnings=rewrite_warnings(self.path, self.base_text, text))
+                                 warnings=rewrite_warnings(self.path, self.base_text, text, instruction))
         if self.store is not None and self.session_id is not None:
             self.store.add_turn(self.session_id, turn)
             self.store.add_windows(self.session_id, index, windows)

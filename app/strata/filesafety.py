@@ -8,15 +8,18 @@
 - **Leftovers** (`clean_stale_temps`): temp files of writers that were killed (their process is
   gone) are removed; the file itself is intact by construction (see store.atomic).
 - **Never a broken file** (`rewrite_warnings`): a rewrite of a file that parsed (Python, JSON,
-  TOML, YAML when PyYAML is installed) that no longer parses, or one that deletes most of the
-  file, gets a warning; headless `--yes` refuses to write it without `--force`, the TUI shows
-  it and asks for a second accept.
+  TOML, YAML when PyYAML is installed) that no longer parses, one that deletes most of the
+  file, or a Python rewrite that drops a function or class the instruction does not name (a
+  small model asked to rename one function may leave another out), gets a warning; headless
+  `--yes` refuses to write it without `--force`, the TUI shows it and asks for a second accept.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import os
+import re
 import stat
 import warnings
 from dataclasses import dataclass, field
@@ -30,6 +33,8 @@ from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_
 # most of the file"; tiny files are left out (rewriting 3 lines is not a disaster)
 KEEP_SHARE = 0.5
 MIN_LINES_FOR_DELETE_CHECK = 8
+# how many dropped definitions a warning names before it says "and N more"
+MAX_NAMED_DROPS = 4
 
 
 def display_name(path: str | os.PathLike) -> str:
@@ -224,14 +229,68 @@ def syntax_of(path: str | os.PathLike) -> str | None:
     return None
 
 
-def rewrite_warnings(path: str | os.PathLike, old: str, new: str) -> list[str]:
-    """Why writing `new` over `old` may break the file (empty: nothing found)."""
+def _definitions(text: str) -> dict[str, int] | None:
+    """Qualified names of the functions and classes in Python source (`Class.method`, `f.inner`),
+    each with how often it is defined; None when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: dict[str, int] = {}
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    while stack:  # no recursion: a deeply nested file must not blow the stack
+        node, prefix = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                out[name] = out.get(name, 0) + 1
+                stack.append((child, name + "."))
+            elif isinstance(child, ast.stmt):
+                stack.append((child, prefix))
+    return out
+
+
+def dropped_definitions(old: str, new: str, instruction: str | None = None) -> list[str]:
+    """The functions and classes `old` defines that `new` no longer does (fewer definitions of the
+    name), leaving out those the instruction names (deleting or renaming them is what it asked
+    for, matched as a whole identifier, any case) and the members of a dropped class. Empty
+    when either side does not parse."""
+    before, after = _definitions(old), _definitions(new)
+    if before is None or after is None:
+        return []
+    said = instruction or ""
+    gone = [q for q, n in before.items() if after.get(q, 0) < n]
+    gone_set = set(gone)
+    out = []
+    for q in gone:
+        parent = q.rpartition(".")[0]
+        if parent and parent in gone_set:
+            continue  # said once, with its class or function
+        bare = q.rpartition(".")[2]
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(bare)}(?![A-Za-z0-9_])", said, re.IGNORECASE):
+            continue
+        out.append(q)
+    return out
+
+
+def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: str | None = None) -> list[str]:
+    """Why writing `new` over `old` may break the file (empty: nothing found). `instruction` is what
+    the user asked for: a Python rewrite that drops a definition it does not name is warned about."""
     out: list[str] = []
     kind = syntax_of(path)
     if kind is not None and _parse_error(kind, old) is None:
         why = _parse_error(kind, new)
         if why is not None:
             out.append(f"the rewrite is not valid {kind} ({why}), the original was valid")
+        elif kind == "Python":
+            gone = dropped_definitions(old, new, instruction)
+            if gone:
+                shown = ", ".join(gone[:MAX_NAMED_DROPS])
+                more = f" and {len(gone) - MAX_NAMED_DROPS} more" if len(gone) > MAX_NAMED_DROPS else ""
+                what = "definition" if len(gone) == 1 else "definitions"
+                out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)

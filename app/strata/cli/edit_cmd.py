@@ -32,8 +32,9 @@ def edit(
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
     backend: Optional[str] = BackendOpt,
-    force: bool = typer.Option(False, "--force", help="Write even a rewrite that no longer parses or "
-                               "deletes most of the file; rewrite a hard-linked file in place."),
+    force: bool = typer.Option(False, "--force", help="Write even a rewrite that no longer parses, "
+                               "deletes most of the file or drops a definition the instruction does not "
+                               "name; rewrite a hard-linked file in place."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Rewrite FILE under an instruction, review the diff, accept or reject."""
