@@ -41,7 +41,8 @@
 #   distinct outputs, without and with STRATA_WEBGPU_PROFILE=1)  STEPS="" (bench/webgpu_steps.py on
 #   the big model, one run per entry: "256" the bench's warm prompt, "256p" the same with
 #   STRATA_WEBGPU_PROFILE=1, "0" no warm prompt; every decode step's time split into encode,
-#   wait and the rest, against the window-cost rounds)
+#   wait and the rest, against the window-cost rounds)  EARLY_AB="" (e.g. "48,8": those runs also
+#   alternate STRATA_WEBGPU_EARLY_FIRST over these values, an A/B in one process)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -53,7 +54,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${DISPATCH:=0}" "${STEPS:=}"
+: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -187,7 +188,8 @@ done
 for st in $STEPS; do
   [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_PROFILE=$([ "${st%p}" != "$st" ] && echo 1) \
     step "[$BIG_PRESET] decode steps, warm prompt ${st%p}$([ "${st%p}" != "$st" ] && echo ', profiled')" 75 $PY bench/webgpu_steps.py "$BIG_MODEL" \
-    --warm-prompt "${st%p}" --tokens "$BIG_TOKENS" --label "$BIG_PRESET-steps-$st" --out "$RES" >/dev/null
+    --warm-prompt "${st%p}" --tokens "$BIG_TOKENS" --early-ab "$EARLY_AB" --label "$BIG_PRESET-steps-$st" \
+    --out "$RES" >/dev/null
 done
 [ "$ANCHOR" = 1 ] && decode anchor "$MODEL" "$TOKENS" 60 60
 [ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120

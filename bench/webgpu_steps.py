@@ -12,6 +12,10 @@ Phases, in this order, on one engine (bench/webgpu_decode.py's procedure first):
   window       --windows T=1 windows of random ids (run 1, commit 1), as the window-cost rounds
   decode-again a reset, the prompt and --tokens greedy steps once more
   fixed        --tokens steps of one fixed id without looking at the logits
+  early=N      with --early-ab N,M,...: greedy steps with STRATA_WEBGPU_EARLY_FIRST=N (a window's
+               first batch submitted after N dispatches; "48" is the default), the values
+               alternated in --ab-rounds rounds of --ab-steps steps (the backend reads the
+               variable at every wait: one untimed step after each switch)
 Per phase: mean and median wall ms and the mean split, and every step's wall ms. With
 STRATA_WEBGPU_PROFILE=1 also the GPU span per step (first to last timestamp of its submits).
 Prints one JSON line (what = "steps"; appended to --out).
@@ -36,6 +40,9 @@ def main() -> None:
     ap.add_argument("--warm-prompt", type=int, default=256)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--windows", type=int, default=12)
+    ap.add_argument("--early-ab", default="", help="STRATA_WEBGPU_EARLY_FIRST values to alternate, e.g. 48,8")
+    ap.add_argument("--ab-rounds", type=int, default=6)
+    ap.add_argument("--ab-steps", type=int, default=8)
     ap.add_argument("--label", default=None)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -95,6 +102,15 @@ def main() -> None:
     decode("decode-again")
     for _ in range(args.tokens):
         timed("fixed", lambda: step(prompt[0]))
+    values = [v for v in args.early_ab.split(",") if v]
+    tok = prompt[0]
+    for _ in range(args.ab_rounds if values else 0):
+        for v in values:
+            os.environ["STRATA_WEBGPU_EARLY_FIRST"] = v
+            tok = int(np.argmax(step(tok)))  # this window's wait reads the new value
+            for _ in range(args.ab_steps):
+                tok = timed(f"early={v}", lambda: int(np.argmax(step(tok))))
+    os.environ.pop("STRATA_WEBGPU_EARLY_FIRST", None)
 
     phases = {}
     for phase, rows in steps.items():
