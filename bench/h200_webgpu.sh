@@ -16,7 +16,8 @@
 # / when the system has no libvulkan (needs root). Every step has a timeout and the whole script stops by $DEADLINE_S
 # seconds; results print as they come and the table prints last.
 #
-# Knobs (the defaults are the H200 run; the lavapipe rehearsal shrinks them):
+# Knobs (the defaults are the H200 run; the lavapipe rehearsal shrinks them; the lists
+# MATMUL_SIZES, XLOADS and PROFILE_XLOADS take their default only when unset, so "" skips them):
 #   ADAPTER=auto|any|software  MATMUL_SIZES="8192x8192 2048x512"  MATMUL_ITERS=50
 #   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
 #   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
@@ -48,11 +49,11 @@ T0=$(date +%s)
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
 STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
-: "${ADAPTER:=auto}" "${MATMUL_SIZES:=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
+: "${ADAPTER:=auto}" "${MATMUL_SIZES=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
 : "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
 : "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
-: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
+: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
 : "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
