@@ -16,7 +16,8 @@
 # / when the system has no libvulkan (needs root). Every step has a timeout and the whole script stops by $DEADLINE_S
 # seconds; results print as they come and the table prints last.
 #
-# Knobs (the defaults are the H200 run; the lavapipe rehearsal shrinks them):
+# Knobs (the defaults are the H200 run; the lavapipe rehearsal shrinks them; the lists
+# MATMUL_SIZES, XLOADS and PROFILE_XLOADS take their default only when unset, so "" skips them):
 #   ADAPTER=auto|any|software  MATMUL_SIZES="8192x8192 2048x512"  MATMUL_ITERS=50
 #   PRESET=bench  BIG_PRESET=a3b  BIG_SET="" (preset overrides for a small rehearsal, e.g.
 #   "hidden_size=256 num_experts=32")  BIG=1 (0 skips the big model)  TOKENS=64  BIG_TOKENS=32
@@ -37,17 +38,24 @@
 #   $OUT/stream_host.jsonl)
 #   GGUF_AB="" (environment assignments, e.g. STRATA_WEBGPU_QUANT_FOLD=0: each GGUF file's webgpu
 #   decode + window cost once more under them, labelled "LABEL GGUF_AB", for an A/B in one run)
+#   DISPATCH=0 (1: bench/webgpu_dispatch.py, the floor per dispatch: chain / shared output /
+#   distinct outputs, without and with STRATA_WEBGPU_PROFILE=1)  STEPS="" (bench/webgpu_steps.py on
+#   the big model, one run per entry: "256" the bench's warm prompt, "256p" the same with
+#   STRATA_WEBGPU_PROFILE=1, "0" no warm prompt; every decode step's time split into encode,
+#   wait and the rest, against the window-cost rounds)  EARLY_AB="" (e.g. "48,8": those runs also
+#   alternate STRATA_WEBGPU_EARLY_FIRST over these values, an A/B in one process)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
 STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
-: "${ADAPTER:=auto}" "${MATMUL_SIZES:=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
+: "${ADAPTER:=auto}" "${MATMUL_SIZES=8192x8192 2048x512}" "${MATMUL_ITERS:=50}"
 : "${PRESET:=bench}" "${TOKENS:=64}" "${DEADLINE_S:=420}" "${PY:=python3}" "${JOBS:=$(nproc)}"
 : "${WARM_PROMPT:=256}" "${BIG_PRESET:=a3b}" "${BIG_SET:=}" "${BIG:=1}" "${BIG_TOKENS:=32}" "${WORKLOAD:=edit-cmake}" "${SPEC_MAX_NEW:=160}"
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
-: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS:=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS:=lanes}"
+: "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
+: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -147,6 +155,14 @@ for size in $MATMUL_SIZES; do
 done
 done
 
+# 5b. the floor a window pays per dispatch, and what timestamps between dispatches add to it
+if [ "$DISPATCH" = 1 ]; then
+  for prof in "" 1; do
+    STRATA_WEBGPU_PROFILE=$prof step "webgpu_dispatch${prof:+ (profiled)}" 30 $PY bench/webgpu_dispatch.py \
+      --adapter "$ADAPTER" --json | tee -a "$RES"
+  done
+fi
+
 # 6. the card's own ceilings (torch copy, cuBLAS matvec): the bandwidth the ratios refer to
 step "torch ceiling" 30 $PY bench/webgpu_decode.py ceiling --out "$RES"
 
@@ -168,6 +184,13 @@ for xl in $PROFILE_XLOADS; do
   [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_XLOAD=$xl step \
     "[$BIG_PRESET] GPU profile x=$xl" 90 $PY bench/webgpu_profile.py "$BIG_MODEL" --windows 1,8 --reps 8 \
     --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-$xl" --out "$RES" | grep -v '^{'
+done
+# each decode step's time split (host encode / waiting submit / the rest) against the window rounds
+for st in $STEPS; do
+  [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_PROFILE=$([ "${st%p}" != "$st" ] && echo 1) \
+    step "[$BIG_PRESET] decode steps, warm prompt ${st%p}$([ "${st%p}" != "$st" ] && echo ', profiled')" 75 $PY bench/webgpu_steps.py "$BIG_MODEL" \
+    --warm-prompt "${st%p}" --tokens "$BIG_TOKENS" --early-ab "$EARLY_AB" --label "$BIG_PRESET-steps-$st" \
+    --out "$RES" >/dev/null
 done
 [ "$ANCHOR" = 1 ] && decode anchor "$MODEL" "$TOKENS" 60 60
 [ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120

@@ -13,9 +13,16 @@ transformers (CUDA eager where there is a GPU), for the H200 measurement of benc
 Each measuring subcommand prints one JSON line (and appends it to --out). Procedure, the same
 for every engine: a fixed random prompt of --prompt-len ids in one call (last row only), then
 --tokens greedy T=1 calls, one per token; a warm-up pass of the prompt and 4 steps first
-(pipelines compiled, weights uploaded), then a reset and the timed pass. --max-seconds stops
+(pipelines compiled, weights uploaded), then more greedy steps until --warm-seconds (default
+0.5) of steps have run, then a reset and the timed pass. --max-seconds stops
 the timed pass early (the result says how many tokens it got), so a slow backend still reports.
 Runs in its own process per engine so that a hang is bounded by the caller's `timeout`.
+
+Why --warm-seconds: the GPU raises its clocks only after some time under load. On the H200
+(bench/webgpu_steps.py, 2026-12-03) the first 7-13 steps after the 80B-A3B shape's warm-up
+(a long, host-bound prefill) took 6.8-10.5 ms each on the GPU's side, then 3.1 ms: with 4
+warm-up steps a 32-token timed pass was half low-clock steps and read 6.4 ms per token. It
+says nothing about the engine; --warm-seconds 0 measures that cold start.
 
 strata also reports the weight bytes a T=1 step touches (the engine's window telemetry: every
 dense weight once, the chosen experts once) over the step time, and with --window-cost the
@@ -64,10 +71,22 @@ def greedy_decode(prefill, step, vocab: int, args) -> dict:
     clock = time.perf_counter
     t = clock()
     tok = int(np.argmax(prefill(prompt)))
-    for _ in range(4):
-        tok = int(np.argmax(step(tok)))
+    warm = warm_steps(step, tok, args.warm_seconds)
     warmup_s = clock() - t
-    return {"warmup_s": warmup_s, "prompt": prompt, **timed_pass(prefill, step, prompt, args)}
+    return {"warmup_s": warmup_s, "warm_steps": warm, "prompt": prompt, **timed_pass(prefill, step, prompt, args)}
+
+
+def warm_steps(step, tok: int, seconds: float) -> int:
+    """Greedy T=1 steps from tok: at least 4, then on until `seconds` of them have run (the
+    GPU's clocks up, see the module's doc); returns how many ran."""
+    import numpy as np
+
+    t = time.perf_counter()
+    n = 0
+    while n < 4 or time.perf_counter() - t < seconds:
+        tok = int(np.argmax(step(tok)))
+        n += 1
+    return n
 
 
 def timed_pass(prefill, step, prompt, args) -> dict:
@@ -186,6 +205,8 @@ def window_costs(eng, sizes: list[int], vocab: int, budget_s: float = 6.0) -> di
 
 def cmd_strata(args) -> None:
     sys.path.insert(0, os.path.join(REPO, "app"))
+    import numpy as np
+
     import strata
 
     threads = args.threads or min(16, os.cpu_count() or 1)
@@ -210,14 +231,12 @@ def cmd_strata(args) -> None:
     if args.warm_prompt:  # routes through (nearly) every expert, so none is uploaded while timed
         prefill(prompt_ids(vocab, args.warm_prompt, seed=2))
         eng.reset()
-    prefill(prompt)
-    for tok in prompt[:4]:
-        step(tok)
+    warm = warm_steps(step, int(np.argmax(prefill(prompt))), args.warm_seconds)
     warmup_s = clock() - t
     touched = eng.last_telemetry().get("weight_bytes", 0)  # a T=1 step's weights (dense + its experts)
     eng.reset()
     res = timed_pass(prefill, step, prompt, args)
-    info = {"backend": getattr(eng, "backend", args.backend), "threads": threads,
+    info = {"backend": getattr(eng, "backend", args.backend), "threads": threads, "warm_steps": warm,
             "step_weight_bytes": touched,
             "weight_gb_s": touched * res["tok_s"] / 1e9 if touched else None}
     counters = eng.backend_counters()
@@ -436,6 +455,8 @@ def main() -> None:
         p.add_argument("--tokens", type=int, default=64)
         p.add_argument("--prompt-len", type=int, default=16)
         p.add_argument("--max-seconds", type=float, default=0.0)
+        p.add_argument("--warm-seconds", type=float, default=0.5,
+                       help="warm-up steps until this many seconds of them have run (the GPU's clocks up; 0: 4 steps)")
         p.add_argument("--label", default=None, help="the model's name in the results")
         if name == "strata":
             p.add_argument("--window-cost", default="", help="window sizes T to time against T=1, e.g. 4,8")

@@ -119,3 +119,14 @@ def test_unknown_quant_fold_choice_is_one_line_not_silently_off(capsys, monkeypa
     lines = [line for line in err.splitlines() if line.startswith("strata:")]
     assert code != 0 and len(lines) == 1
     assert "STRATA_WEBGPU_QUANT_FOLD='yes': use 0 or 1" in lines[0]
+
+
+@pytest.mark.parametrize("value", ["0", "soon", "-3", "5000"])
+def test_bad_early_first_is_one_line(capsys, monkeypatch, value):
+    """STRATA_WEBGPU_EARLY_FIRST takes a dispatch count from 1 to 4096 (unset: 48)."""
+    open_test_device()
+    monkeypatch.setenv("STRATA_WEBGPU_EARLY_FIRST", value)
+    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
+    lines = [line for line in err.splitlines() if line.startswith("strata:")]
+    assert code != 0 and len(lines) == 1
+    assert f"STRATA_WEBGPU_EARLY_FIRST={value!r}: use a whole number of dispatches from 1 to 4096" in lines[0]

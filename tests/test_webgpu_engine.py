@@ -99,3 +99,42 @@ def test_streamed_experts_through_a_tiny_cache_match_resident_weights(models, tm
         np.testing.assert_array_equal(a, b)
         streamed.commit(keep)
         resident.commit(keep)
+
+
+def test_earlier_first_batch_changes_no_bit(models, monkeypatch):
+    """STRATA_WEBGPU_EARLY_FIRST=1 sends each window's first dispatch to the GPU at once (more
+    early submits; the backend reads it when made and again at every wait, so it is set around
+    the early engine's calls only): the same logits as the default batching, every row of a
+    window still equal to serial decoding under forced rejection, one waiting submit per window."""
+    from webgpu_helpers import gpu
+
+    def early(fn):
+        monkeypatch.setenv("STRATA_WEBGPU_EARLY_FIRST", "1")
+        try:
+            return fn()
+        finally:
+            monkeypatch.delenv("STRATA_WEBGPU_EARLY_FIRST")
+
+    path = models[("qwen3_next", "bfloat16")]
+    prompt = [int(i) for i in np.random.default_rng(1).integers(0, 512, 12)]
+    plain, fast = gpu(path), early(lambda: gpu(path))
+    plain.run(prompt)
+    plain.commit(len(prompt))
+    early(lambda: (fast.run(prompt), fast.commit(len(prompt))))
+    c0 = {id(e): e.backend_counters() for e in (plain, fast)}
+    for window, keep in [([3, 4, 5, 6], 2), ([7], 1), ([8, 9], 1), ([10, 11, 12], 3)]:
+        a = early(lambda: np.array(fast.run(window)))
+        np.testing.assert_array_equal(a, np.array(plain.run(window)))
+        early(lambda: fast.commit(keep))
+        plain.commit(keep)
+    c1 = {id(e): e.backend_counters() for e in (plain, fast)}
+    d = {i: {k: c1[i][k] - c0[i][k] for k in ("submits", "early_submits", "dispatches")} for i in c0}
+    assert d[id(fast)]["submits"] == d[id(plain)]["submits"] == 4
+    assert d[id(fast)]["dispatches"] == d[id(plain)]["dispatches"]
+    assert d[id(fast)]["early_submits"] > d[id(plain)]["early_submits"]
+    serial = gpu(path)
+    serial.run(prompt)
+    serial.commit(len(prompt))
+    fast.reset()
+    early(lambda: (fast.run(prompt), fast.commit(len(prompt)),
+                   assert_windows_equal_serial(serial, fast, [([3, 4, 5, 6], 1), ([9, 8], 2), ([1, 2, 3], 1)])))

@@ -274,9 +274,24 @@ WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offse
     return group;
 }
 
+WGPUBuffer Device::readback_buffer(uint64_t bytes) {
+    if (bytes <= readback_bytes_) return readback_;
+    if (readback_) api_.wgpuBufferRelease(readback_);
+    uint64_t size = std::max<uint64_t>(uint64_t(64) << 10, readback_bytes_ * 2);
+    while (size < bytes) size *= 2;
+    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+    desc.label = label("window readback");
+    desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    desc.size = size;
+    readback_ = api_.wgpuDeviceCreateBuffer(device_, &desc);
+    readback_bytes_ = size;
+    return readback_;
+}
+
 Device::~Device() {
     release_bind_groups();
     if (uniform_ring_) api_.wgpuBufferRelease(uniform_ring_);
+    if (readback_) api_.wgpuBufferRelease(readback_);
     for (auto& [key, p] : pipelines_) {
         api_.wgpuBindGroupLayoutRelease(p.layout);
         api_.wgpuComputePipelineRelease(p.pipeline);
@@ -397,14 +412,7 @@ void Recorder::submit(bool wait) {
         staging_offsets.push_back(staging_bytes);
         staging_bytes += (d.bytes + 3) & ~uint64_t(3);
     }
-    WGPUBuffer staging = nullptr;
-    if (staging_bytes) {
-        WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
-        desc.label = label("window readback");
-        desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
-        desc.size = staging_bytes;
-        staging = api.wgpuDeviceCreateBuffer(dev, &desc);
-    }
+    WGPUBuffer staging = staging_bytes ? device_.readback_buffer(staging_bytes) : nullptr;
 
     // Profiling: timestamps of the first `timed` dispatches (a query set holds at most 4096).
     constexpr uint32_t kMaxQueries = 4096;
@@ -506,7 +514,6 @@ void Recorder::submit(bool wait) {
         } else {
             error = "reading results back: " + map.message;
         }
-        api.wgpuBufferRelease(staging);
     } else if (wait) {
         device_.wait_idle();
     }

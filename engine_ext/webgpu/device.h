@@ -185,8 +185,15 @@ private:
     WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
                              const std::vector<BufRef>& buffers);
     void release_bind_groups();
+    // Results are read back through one persistent mappable buffer that only grows (a submit
+    // with downloads waits and unmaps it before the next), not a new one per window: a decode
+    // step's logits (608 KB at a vocabulary of 151936) no longer allocate and free host-visible
+    // memory every token.
+    WGPUBuffer readback_buffer(uint64_t bytes);
     WGPUBuffer uniform_ring_ = nullptr;
     uint64_t uniform_ring_bytes_ = 0;
+    WGPUBuffer readback_ = nullptr;
+    uint64_t readback_bytes_ = 0;
     std::unordered_map<std::string, WGPUBindGroup> bind_groups_;
     uint64_t bind_groups_made_ = 0;
 

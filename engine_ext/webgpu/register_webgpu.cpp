@@ -160,6 +160,38 @@ void register_webgpu(py::module_& parent) {
                  return best / std::max(1u, iters);
              },
              py::arg("weights"), py::arg("format"), py::arg("rows"), py::arg("iters"))
+        .def("bench_dispatch",
+             // Seconds per dispatch of a tiny elementwise add (n floats) over `iters` dispatches in
+             // one submit, timed like bench_matmul: the floor a window pays per dispatch. mode
+             // "chain": each reads the previous one's output (two buffers in turn: a barrier
+             // between every pair); "shared": each reads one input and writes the same output
+             // (no data dependency, but one buffer written by all, as the scratch arena is);
+             // "distinct": each writes its own output buffer (nothing to order).
+             [](PyDevice& d, uint32_t n, uint32_t iters, const std::string& mode) {
+                 if (mode != "chain" && mode != "shared" && mode != "distinct")
+                     throw std::invalid_argument("webgpu bench_dispatch: mode must be chain, shared or distinct");
+                 if (n == 0 || iters == 0) throw std::invalid_argument("webgpu bench_dispatch: n and iters must be > 0");
+                 std::vector<float> x(n, 0.5f);
+                 auto a = d.device.upload(x.data(), x.size() * 4, "a");
+                 auto b = d.scratch(n, "b");
+                 std::vector<BufferPtr> outs(mode == "distinct" ? iters : 1);
+                 for (auto& o : outs) o = d.scratch(n, "out");
+                 py::gil_scoped_release release;
+                 double best = 0;
+                 for (int pass = 0; pass < 2; ++pass) {
+                     Recorder r = d.device.record();
+                     for (uint32_t i = 0; i < (pass ? iters : 1u); ++i) {
+                         if (mode == "chain")
+                             d.kernels.elementwise(r, "add", i % 2 ? b : a, i % 2 ? b : a, i % 2 ? a : b, n);
+                         else
+                             d.kernels.elementwise(r, "add", a, a, outs[mode == "distinct" ? i : 0], n);
+                     }
+                     r.submit();
+                     best = r.last_run_seconds();
+                 }
+                 return best / iters;
+             },
+             py::arg("n"), py::arg("iters"), py::arg("mode"))
         .def("rmsnorm",
              [](PyDevice& d, F32Array x, F32Array w, float eps, float offset, py::object z) {
                  uint32_t D = uint32_t(w.size());

@@ -219,6 +219,21 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     // (docs/webgpu.md)
     const char* qf = std::getenv("STRATA_WEBGPU_QUANT_FOLD");
     quant_fold_ = !qf ? FoldMode::KQuants : std::string(qf) == "1" ? FoldMode::All : FoldMode::Off;
+    early_first_ = early_first_from_env(true);
+}
+
+size_t WebGpuBackend::early_first_from_env(bool strict) {
+    const char* v = std::getenv("STRATA_WEBGPU_EARLY_FIRST");
+    if (!v || !*v) return kEarlySubmit;
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end || n < 1 || n > 4096) {
+        if (strict)
+            throw std::invalid_argument(std::string("STRATA_WEBGPU_EARLY_FIRST='") + v +
+                                        "': use a whole number of dispatches from 1 to 4096 (unset: 48)");
+        return kEarlySubmit;
+    }
+    return size_t(n);
 }
 
 bool WebGpuBackend::same_act(WeightFormat a, WeightFormat b) const {
@@ -392,6 +407,8 @@ void WebGpuBackend::flush() {
         encode_s_ += rec_.last_encode_seconds();
         run_s_ += rec_.last_run_seconds();
     }
+    window_batched_ = false;
+    early_first_ = early_first_from_env(false);
     auto unpacks = std::move(after_flush_);
     after_flush_.clear();
     for (auto& f : unpacks) f();
@@ -403,7 +420,8 @@ void WebGpuBackend::flush() {
 }
 
 void WebGpuBackend::submit_early() {
-    if (rec_.dispatches() < kEarlySubmit) return;
+    if (rec_.dispatches() < (window_batched_ ? kEarlySubmit : early_first_)) return;
+    window_batched_ = true;
     dispatches_ += rec_.dispatches();
     ++early_submits_;
     rec_.submit(false);

@@ -120,6 +120,12 @@ private:
     // Recorded dispatches are handed to the GPU in batches of this many without waiting, so it
     // computes while the host encodes the rest of the window.
     static constexpr size_t kEarlySubmit = 48;
+    // A window's first batch goes at this many (STRATA_WEBGPU_EARLY_FIRST, read again at every
+    // wait so that a bench can alternate values in one process; unset: kEarlySubmit): the GPU
+    // idles from the window's start until its first batch arrives.
+    size_t early_first_ = kEarlySubmit;
+    bool window_batched_ = false;  // an early submit went since the last wait
+    static size_t early_first_from_env(bool strict);
     void submit_early();
     // Where a matmul job can join a matmul_gathered dispatch: its matrix, the device arrays of x
     // and y and its place in them; false: it runs alone (f32 weights, a bias, host arrays).
