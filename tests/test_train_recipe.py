@@ -396,3 +396,56 @@ def test_rare_vocab_finds_the_pieces_a_corpus_never_uses():
     assert len(rare) > tok.get_vocab_size() // 2  # nearly everything is rare in six lines
     # every piece occurs at most 10**9 times: all of them but the whitespace-only ones
     assert set(make_rows.rare_vocab(tok, texts, 10**9)) >= {u for u in used if u.strip()}
+
+
+def test_scrambled_files_rename_names_consistently_and_still_parse():
+    """v6 (make_rows --p-scramble): a scrambled file is the same file token for token, with a
+    share of its names replaced by other names, one new name per old name everywhere (strings
+    and comments too), so copying is the only way to reproduce it; keywords, dunders, builtins,
+    self/cls and the names a file does not have are never touched."""
+    pool = ["graph_node", "Widget", "matching", "bipartite", "frobnicate", "for", "9bad"]
+    seen = set()
+    for seed in range(40):
+        out = file_tasks.scramble_names(MODULE, random.Random(seed), pool, share=0.5)
+        if out is None:
+            continue
+        ast.parse(out)
+        a = [t for t in file_tasks.tokens_of(MODULE) if t.type != 4]
+        b = [t for t in file_tasks.tokens_of(out) if t.type != 4]
+        assert [t.type for t in a] == [t.type for t in b]
+        mapping = {}
+        for ta, tb in zip(a, b):
+            if ta.type == 1 and ta.string != tb.string:  # NAME
+                assert mapping.setdefault(ta.string, tb.string) == tb.string
+                assert ta.string not in ("self", "cls", "open", "def", "return") and len(ta.string) >= 3
+                assert not (ta.string.startswith("__") and ta.string.endswith("__"))
+        assert mapping and len(set(mapping.values())) == len(mapping)
+        assert not set(mapping.values()) & set(file_tasks._IDENT.findall(MODULE))
+        assert all(any(p.lower() in new.lower() for p in pool[:5]) for new in mapping.values())
+        for old, new in mapping.items():  # whole words only, everywhere
+            assert not re.search(rf"(?<!\w){re.escape(old)}(?!\w)", out)
+            assert len(re.findall(rf"(?<!\w){re.escape(new)}(?!\w)", out)) == \
+                len(re.findall(rf"(?<!\w){re.escape(old)}(?!\w)", MODULE))
+        seen.update(mapping)
+    assert {"load_config", "LIMIT", "path"} <= seen
+    assert file_tasks.scramble_names(MODULE, random.Random(0), [], share=1.0) is None
+    assert file_tasks.scramble_names("def f(:\n", random.Random(0), pool, share=1.0) is None
+
+
+def test_producer_scrambles_only_when_asked():
+    """make_rows.work with --p-scramble 0 makes the same examples as before it existed; with 1,
+    every edit example is on a scrambled copy of its file (counted as "scrambled")."""
+    make_rows._init(str(Path(__file__).resolve().parent.parent / "app/strata/models/strata-tiny/tokenizer.json"))
+    rows = [{"path": f"pkg/m{i}.py", "text": MODULE.replace("LIMIT", f"LIMIT{i}"), "sha256": f"{i:064d}"}
+            for i in range(3)]
+    base = (rows, 7, 0.35, 0.0, 1, 0.0, 24_000, 2, ())
+    plain = make_rows.work(base + (0.0,))
+    mixed = make_rows.work(base + (1.0,))
+    assert "scrambled" not in plain[3] and mixed[3]["scrambled"] == len(mixed[0]) > 0
+    assert plain[0] and all(file_tasks.usable(r, 0, 10**6) for r in rows)
+    tok = make_rows._TOK
+    for ids, _ in mixed[0]:
+        text = tok.decode(ids.tolist(), skip_special_tokens=False)
+        assert not any(r["text"] in text for r in rows)
+    for ids, _ in plain[0]:
+        assert any(r["text"] in tok.decode(ids.tolist(), skip_special_tokens=False) for r in rows)

@@ -280,6 +280,50 @@ EDITS = {"add_import": add_import, "delete_import": delete_import, "sort_imports
          "add_docstring": add_docstring, "literal": literal}
 
 
+# Training only (make_rows.py --p-scramble): v5's misses with the pruned tokenizer are mostly in
+# copied text where the model's guess of what code usually says beats the file in front of it
+# (held-out "bipartite matching" copied as "bipartite similar", " NetworkX" as " nx"). A
+# scrambled file has a share of its names replaced everywhere (code, strings, comments) by
+# names from other files, so the rewrite can only be right by copying.
+SCRAMBLE_SHARE = 0.3
+
+
+def scramble_names(text: str, rng: random.Random, pool, share: float = SCRAMBLE_SHARE) -> str | None:
+    """`text` with about `share` of its distinct names (3+ characters, not keywords, soft
+    keywords, dunders, builtins, self or cls) replaced consistently, as whole words, by names from `pool` (alone, or
+    two joined like the old name: CamelCase or snake_case); None when nothing was replaced or
+    the result does not parse."""
+    toks = tokens_of(text)
+    if toks is None:
+        return None
+    names = sorted({t.string for t in toks if t.type == tokenize.NAME and len(t.string) >= 3
+                    and not keyword.iskeyword(t.string) and not keyword.issoftkeyword(t.string)
+                    and not (t.string.startswith("__") and t.string.endswith("__"))
+                    and t.string not in BUILTIN_NAMES and t.string not in ("self", "cls")})
+    pool = [p for p in pool if _IDENT.fullmatch(p) and not keyword.iskeyword(p)]
+    taken, mapping = set(_IDENT.findall(text)), {}
+    for old in names:
+        if not pool or rng.random() >= share:
+            continue
+        for _ in range(10):
+            a, b = rng.choice(pool), rng.choice(pool)
+            if old[:1].isupper() and "_" not in old:
+                cand = rng.choice((a[:1].upper() + a[1:], a[:1].upper() + a[1:] + b[:1].upper() + b[1:]))
+            else:
+                cand = rng.choice((a, f"{a}_{b}"))
+            if old.startswith("_") != cand.startswith("_"):
+                cand = "_" + cand.lstrip("_") if old.startswith("_") else cand.lstrip("_")
+            if len(cand) >= 3 and cand not in taken and not keyword.iskeyword(cand):
+                mapping[old] = cand
+                taken.add(cand)
+                break
+    if not mapping:
+        return None
+    pattern = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + r")(?![\w])")
+    out = pattern.sub(lambda m: mapping[m.group(1)], text)
+    return out if parses(out) else None
+
+
 def apply(kind, text, rng, vocab=()):
     toks = tokens_of(text)
     if toks is None:

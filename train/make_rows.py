@@ -18,6 +18,10 @@ pieces seen at most N times (rare_vocab()) are handed to file_tasks, whose renam
 literals then take them as new values half of the time (file_tasks.VOCAB_SHARE), so that tokens
 the corpus never uses still occur in rewrites as something to produce and to copy.
 
+--p-scramble P (v6): a share P of the edit files are scrambled before their tasks are drawn: about
+30% of their names replaced everywhere by names from the other files of the chunk
+(file_tasks.scramble_names), so that copying is the only way to get the rewrite right.
+
 Rows are seq_len+1 tokens. An edit/chat row starts with a whole example at position 0, takes
 further whole examples while they fit and is topped up from the code stream; about
 code_row_frac of the rows are pure code. Rows go to <out>/rows_NNNN.npy (uint16, written
@@ -132,15 +136,27 @@ def _init(tok_path: str) -> None:
     _TOK = Tokenizer.from_file(tok_path)
 
 
+def scrambled(row: dict, rng: random.Random, names: list[str]) -> dict | None:
+    """The file with a share of its names replaced by names of the other files of its chunk
+    (file_tasks.scramble_names), as a corpus row of its own; None if that did not work."""
+    own = set(file_tasks._IDENT.findall(row["text"]))
+    text = file_tasks.scramble_names(row["text"], rng, [n for n in names if n not in own])
+    return dict(row, text=text, sha256=row["sha256"] + ":scrambled") if text else None
+
+
 def work(job):
     """One chunk of files -> token arrays of edit examples, chats and code."""
-    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after, vocab = job
+    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after, vocab, p_scramble = job
     edits, spans, chats, code, kinds = [], [], [], [], {}
+    names = sorted({n for r in rows for n in file_tasks._IDENT.findall(r["text"]) if len(n) >= 3}) if p_scramble else []
     for row in rows:
         rng = random.Random(f"mix:{seed}:{row['sha256']}")
         if file_tasks.usable(row, file_tasks.MIN_CHARS, max_chars):
             n = 2 if rng.random() < p_two else 1
-            for t in file_tasks.tasks_for_file(row, n, seed, vocab=vocab):
+            task_row = scrambled(row, rng, names) if p_scramble and rng.random() < p_scramble else None
+            for t in file_tasks.tasks_for_file(task_row or row, n, seed, vocab=vocab):
+                if task_row:
+                    kinds["scrambled"] = kinds.get("scrambled", 0) + 1
                 edits.append(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
                 spans.append((len(prompts.edit_prompt(t["filename"], t["original"], t["instruction"])),
                               changed_spans(t["original"], t["rewritten"])))
@@ -237,6 +253,8 @@ def main() -> None:
     ap.add_argument("--rare-vocab", type=int, default=0,
                     help="renames and string literals may take as new values vocabulary pieces that occur at most "
                          "this often in every eighth file of the corpus (rare_vocab; 0: never, v4 and before)")
+    ap.add_argument("--p-scramble", type=float, default=0.0,
+                    help="share of edit files whose names are scrambled first (file_tasks.scramble_names; 0: v5 and before)")
     ap.add_argument("--mark-after", type=int, default=2,
                     help="marks: this many rewrite tokens after each change are marked changed too")
     args = ap.parse_args()
@@ -281,7 +299,7 @@ def main() -> None:
             order = list(range(len(corpus)))
             random.Random(args.seed + p).shuffle(order)
             jobs = [([corpus[i] for i in order[s:s + args.chunk]], args.seed * 100 + p, args.p_two,
-                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after, vocab) for s in range(0, len(order), args.chunk)]
+                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after, vocab, args.p_scramble) for s in range(0, len(order), args.chunk)]
             counts["passes"] = p + 1
             for edits, chats, code, k in pool.imap(work, jobs):
                 for ids in code:

@@ -14,20 +14,4 @@ start_producer --seed ${ROWS_SEED:-2027} --rare-vocab ${RARE_VOCAB:-1}
 start_training --init-from $REPO/app/strata/models/strata-tiny --loss-on answer --lr ${LR:-7e-4} \
     --warmup ${WARMUP:-30} --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
 make_tasks
-wait_training $(( CALL_SECONDS - 45 ))
-kill $(cat $W/producer.pid) 2>/dev/null
-grep -E "rare vocabulary" $W/producer.log | cut -c1-400
-grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
-tail -3 $W/train.log; tail -1 $W/producer.log
-return_checkpoint
-pack_logs logs_v5.tgz
-left=$(( CALL_SECONDS - ($(date +%s) - T0) - 10 ))
-if [ -f $W/run/DONE ] && [ $left -gt 30 ]; then
-  timeout $left python3 $D/train/evaluate.py --ckpt $W/run --tok $D/tok --tasks $W/tasks.jsonl.gz \
-      --heldout $W/corpus/heldout.jsonl.gz --out $W/forced_gpu --forced --skip bpb,chat ${EVAL_ARGS:-} \
-      > $W/forced_gpu.log 2>&1
-  tail -2 $W/forced_gpu.log
-  tar czf $OUT/forced_gpu.tgz -C $W forced_gpu forced_gpu.log 2>/dev/null
-fi
-ls -la $OUT
-echo "call ends at $(since)"
+finish_one_call logs_v5.tgz

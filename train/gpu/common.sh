@@ -1,5 +1,5 @@
 #!/bin/bash
-# Sourced by the GPU call scripts (call_v4a.sh, call_v4b.sh): the setup every call repeats and
+# Sourced by the GPU call scripts (call_v4a.sh, call_v4b.sh, call_v5.sh, call_v6.sh): the setup every call repeats and
 # the steps they share. Run from the repository root with the scripts in .devtrain/ (train/, tok/);
 # $OUT is the folder the call returns. Every step logs under $W (default /tmp/w), which outlives
 # one call while the machine stays held.
@@ -69,4 +69,26 @@ pack_logs() {  # $1: archive name; $2...: extra paths under $W
   tar czf $OUT/$name -C $W train.log producer.log build.log tasks.log rows/producer.json run/loss.csv \
       run/run.json run/train_log.txt corpus/recipe.json "$@" 2>/dev/null
   ls -la $OUT
+}
+
+finish_one_call() {  # $1: log archive name. The end of a one-call run (call_v5.sh, call_v6.sh): wait for
+  # training, stop the producer, return the final checkpoint and logs, then a teacher-forced evaluation
+  # on the GPU in the seconds left
+  wait_training $(( CALL_SECONDS - 45 ))
+  kill $(cat $W/producer.pid) 2>/dev/null
+  grep -E "rare vocabulary" $W/producer.log | cut -c1-400
+  grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+  tail -3 $W/train.log; tail -1 $W/producer.log
+  return_checkpoint
+  pack_logs $1
+  local left=$(( CALL_SECONDS - ($(date +%s) - T0) - 10 ))
+  if [ -f $W/run/DONE ] && [ $left -gt 30 ]; then
+    timeout $left python3 $D/train/evaluate.py --ckpt $W/run --tok $D/tok --tasks $W/tasks.jsonl.gz \
+        --heldout $W/corpus/heldout.jsonl.gz --out $W/forced_gpu --forced --skip bpb,chat ${EVAL_ARGS:-} \
+        > $W/forced_gpu.log 2>&1
+    tail -2 $W/forced_gpu.log
+    tar czf $OUT/forced_gpu.tgz -C $W forced_gpu forced_gpu.log 2>/dev/null
+  fi
+  ls -la $OUT
+  echo "call ends at $(since)"
 }
