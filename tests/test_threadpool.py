@@ -46,9 +46,12 @@ def test_results_do_not_depend_on_the_thread_count(model):
             np.testing.assert_array_equal(a, b)
 
 
-def test_pool_after_sleeping_and_next_to_a_busy_process(model):
+@pytest.mark.parametrize("adapt", ["1", "0"])
+def test_pool_after_sleeping_and_next_to_a_busy_process(model, adapt, monkeypatch):
     """Workers that went to sleep (idle past their spin) must wake for the next call; with a
-    busy process taking a core, preempted workers must still finish every task exactly once."""
+    busy process taking a core, preempted workers must still finish every task exactly once
+    (with the fallback to the caller alone on, the default, and off)."""
+    monkeypatch.setenv("STRATA_POOL_ADAPT", adapt)
     rng = np.random.default_rng(1)
     prompt = rng.integers(0, 2048, 24).tolist()
     windows = [rng.integers(0, 2048, T).tolist() for T in (2, 1, 4, 1, 1, 8)]
@@ -66,6 +69,50 @@ def test_pool_after_sleeping_and_next_to_a_busy_process(model):
     finally:
         busy.terminate()
         busy.wait()
+
+
+def test_results_while_the_pool_falls_back_and_tries_its_workers_again(model):
+    """Next to a busy process the pool may run calls on the caller alone for a while (when its
+    threads get about one core) and then hand them to its workers again; over a second of decode,
+    long enough for several of its 50 ms windows, every step must equal the one-thread engine's
+    bit for bit, whichever way each call ran (nothing is asserted about which way that was)."""
+    rng = np.random.default_rng(2)
+    prompt = rng.integers(0, 2048, 16).tolist()
+    steps = rng.integers(0, 2048, 64).tolist()
+
+    def decode(eng):
+        eng.reset()
+        out = [eng.run(prompt)]
+        eng.commit(len(prompt))
+        for t in steps:
+            out.append(eng.run([t]))
+            eng.commit(1)
+        return out
+
+    ref = decode(strata.load(model, threads=1))
+    eng = strata.load(model, threads=2)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        t0, runs = time.monotonic(), 0
+        while runs < 3 or time.monotonic() - t0 < 1.0:
+            for a, b in zip(ref, decode(eng)):
+                np.testing.assert_array_equal(a, b)
+            runs += 1
+    finally:
+        busy.terminate()
+        busy.wait()
+
+
+def test_pool_fallback_setting_is_0_or_1(model, monkeypatch):
+    """STRATA_POOL_ADAPT takes 0 or 1; another value is a one-line error when the engine is made,
+    not silently one of them."""
+    monkeypatch.setenv("STRATA_POOL_ADAPT", "yes")
+    with pytest.raises(ValueError) as info:
+        strata.load(model, threads=2)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("STRATA_POOL_ADAPT='yes': use 0 or 1")
+    monkeypatch.setenv("STRATA_POOL_ADAPT", "0")
+    assert strata.load(model, threads=2).threads == 2
 
 
 def test_engines_with_sleeping_workers_shut_down(model):
