@@ -15,7 +15,7 @@
 // while. That is what one busy process does to 2 threads on 2 cores (3 runnable threads): a
 // claimed task has started, but its worker can be preempted in it, and the caller then waits,
 // its own core idle, until the kernel gives that worker a core back (a scheduler tick).
-// Measured next to one busy process, strata's two threads used 0.97-1.00 cores in all and
+// Measured next to one busy process, strata's two threads used 0.94-1.02 cores in all and
 // decoded no faster than one thread, which then has a core to itself. So the pool reads the
 // process's CPU time over windows of at least kWindowMs of calls; after two windows in a row
 // with fewer than kFewCores / 100 cores in use (a quiet 2-core decode uses about 1.8), the

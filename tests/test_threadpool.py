@@ -103,14 +103,24 @@ def test_results_while_the_pool_falls_back_and_tries_its_workers_again(model):
         busy.wait()
 
 
-def test_pool_fallback_setting_is_0_or_1(model, monkeypatch):
-    """STRATA_POOL_ADAPT takes 0 or 1; another value is a one-line error when the engine is made,
-    not silently one of them."""
+def test_pool_fallback_setting_is_0_or_1(model, monkeypatch, capsys, tmp_path):
+    """STRATA_POOL_ADAPT takes 0 or 1; another value is a one-line error when an engine is made
+    (the API's UsageError, the CLI's one line, not an internal error), not silently one of them."""
+    from strata.cli import app
+    from strata.cli.runner import run_app
+
     monkeypatch.setenv("STRATA_POOL_ADAPT", "yes")
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(strata.UsageError) as info:
         strata.load(model, threads=2)
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith("STRATA_POOL_ADAPT='yes': use 0 or 1")
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_DEBUG", "0")
+    with pytest.raises(SystemExit) as code:
+        run_app(app, ["run", "-m", model, "--prompt", "x", "--max-new", "1"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("strata:")]
+    assert code.value.code != 0 and len(lines) == 1
+    assert "STRATA_POOL_ADAPT='yes': use 0 or 1" in lines[0] and "internal error" not in lines[0]
     monkeypatch.setenv("STRATA_POOL_ADAPT", "0")
     assert strata.load(model, threads=2).threads == 2
 
