@@ -152,9 +152,9 @@ void ThreadPool::after_pooled(Clock::time_point end) {
         solo_for_ = Clock::duration::zero();
         return;
     }
-    // the first fallback takes two short windows in a row (one can be a hiccup of the machine);
-    // a window tried after solo time takes one
-    if (solo_for_ == Clock::duration::zero() && ++short_windows_ < 2) return;
+    // the first fallback takes kFirstWindows short windows in a row (a hiccup of the machine can
+    // take one or two); a window tried after solo time takes one
+    if (solo_for_ == Clock::duration::zero() && ++short_windows_ < kFirstWindows) return;
     short_windows_ = 0;
     solo_for_ = solo_for_ == Clock::duration::zero()
                     ? Clock::duration(std::chrono::milliseconds(kSoloMinMs))

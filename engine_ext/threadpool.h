@@ -17,8 +17,8 @@
 // its own core idle, until the kernel gives that worker a core back (a scheduler tick).
 // Measured next to one busy process, strata's two threads used 0.94-1.02 cores in all and
 // decoded no faster than one thread, which then has a core to itself. So the pool reads the
-// process's CPU time over windows of at least kWindowMs of calls; after two windows in a row
-// with fewer than kFewCores / 100 cores in use (a quiet 2-core decode uses about 1.8), the
+// process's CPU time over windows of at least kWindowMs of calls; after kFirstWindows windows in
+// a row with fewer than kFewCores / 100 cores in use (a quiet 2-core decode uses about 1.8), the
 // caller runs the calls alone for kSoloMinMs (the workers sleep), then the workers are tried
 // again for a window: the solo time doubles after each window short of cores (up to kSoloMaxMs)
 // and starts over after one that is not. A pause of more than kPauseMs between calls (an idle
@@ -54,7 +54,8 @@ public:
     static constexpr int kCallerSpinUs = 30;
 
     // The fallback to the caller alone (see the top of this file).
-    static constexpr int kFewCores = 120;  // hundredths of a core
+    static constexpr int kFewCores = 110;  // hundredths of a core
+    static constexpr int kFirstWindows = 3;  // short windows in a row before the first fallback
     static constexpr int kWindowMs = 50;
     static constexpr int kPauseMs = 20;
     static constexpr int kSoloMinMs = 100;
