@@ -9,7 +9,12 @@ order flips every round), so slow phases of a shared machine hit all of them; th
 medians over rounds and each round's paired decode ratio to the first build.
 
     python bench/decode_ab.py MODEL_DIR build/dev-base build/dev-new [--threads 2] [--rounds 4]
-        [--windows] ["build/dev-new@STRATA_HUGE_PAGES=0"] [llama --gguf F --llama-python PY]
+        [--windows] [--busy] ["build/dev-new@STRATA_HUGE_PAGES=0"] [llama --gguf F --llama-python PY]
+
+With --busy each process also times the same T=1 steps next to one competing busy process
+(benchlib's, as in vs_anchors.py), each of its 3 passes right after a quiet one: the busy column
+is the median of those passes (a best-of would pick the luckiest scheduling), busy / quiet that
+over the quiet best, per process, and its median over rounds.
 
 A build is a dev-build folder (scripts/dev-build.sh NAME), "installed", or "llama" (llama.cpp
 on --gguf through --llama-python, as in vs_anchors.py); "@K=V,K2=V2" after a build sets
@@ -36,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _decode_and_windows(prefill, step, restore_point, window, accept, window_bytes, vocab, threads, steps, windows,
-                        wrounds) -> dict:
+                        wrounds, busy=False) -> dict:
     sys.path.insert(0, HERE)
     import numpy as np
 
@@ -44,17 +49,27 @@ def _decode_and_windows(prefill, step, restore_point, window, accept, window_byt
 
     prefix, wids = benchlib.window_tokens(vocab)
     stream = benchlib.random_stream(vocab, steps + 20)
-    best_w = best_c = float("inf")
-    for _ in range(3):
+
+    def one_pass():
         prefill(prefix[:64])
         for t in stream[:20]:
             step(t)
         c0, w0 = time.process_time(), time.perf_counter()
         for t in stream[20:]:
             int(np.argmax(step(t)))
-        best_w = min(best_w, (time.perf_counter() - w0) / steps)
-        best_c = min(best_c, (time.process_time() - c0) / steps)
+        return (time.perf_counter() - w0) / steps, (time.process_time() - c0) / steps
+
+    best_w = best_c = float("inf")
+    busy_w = []
+    for _ in range(3):
+        w, c = one_pass()
+        best_w, best_c = min(best_w, w), min(best_c, c)
+        if busy:
+            with benchlib.busy_process():
+                busy_w.append(one_pass()[0])
     out = {"dec_wall_ms": best_w * 1e3, "dec_cpu_ms": best_c * 1e3}
+    if busy:
+        out["busy_wall_ms"] = statistics.median(busy_w) * 1e3
     if windows:
         prefill(prefix)
         restore = restore_point()
@@ -66,7 +81,7 @@ def _decode_and_windows(prefill, step, restore_point, window, accept, window_byt
     return out
 
 
-def child_strata(model, threads, steps, windows, wrounds) -> dict:
+def child_strata(model, threads, steps, windows, wrounds, busy=False) -> dict:
     sys.path.insert(0, HERE)
     import benchlib
 
@@ -89,10 +104,10 @@ def child_strata(model, threads, steps, windows, wrounds) -> dict:
 
     return _decode_and_windows(prefill, step, restore_point, eng.run, eng.commit,
                                lambda T: float(eng.last_telemetry().get("weight_bytes") or 0) or None,
-                               eng.vocab_size, threads, steps, windows, wrounds)
+                               eng.vocab_size, threads, steps, windows, wrounds, busy)
 
 
-def child_llama(model, threads, steps, windows, wrounds, gguf) -> dict:
+def child_llama(model, threads, steps, windows, wrounds, gguf, busy=False) -> dict:
     sys.path.insert(0, HERE)
     import vs_anchors
 
@@ -107,7 +122,7 @@ def child_llama(model, threads, steps, windows, wrounds, gguf) -> dict:
         return lambda: ad.restore(snap)
 
     return _decode_and_windows(prefill, ad.step, restore_point, ad.window, ad.accept, None, ad.vocab, threads,
-                               steps, windows, wrounds)
+                               steps, windows, wrounds, busy)
 
 
 def main() -> None:
@@ -122,6 +137,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150, help="timed T=1 steps per pass")
     ap.add_argument("--windows", action="store_true", help="also time windows T = 1, 2, 4, 8, 16")
     ap.add_argument("--wrounds", type=int, default=6, help="window rounds per process")
+    ap.add_argument("--busy", action="store_true", help="also time decode next to one competing busy process")
     ap.add_argument("--gguf", help="GGUF for the llama build")
     ap.add_argument("--llama-python", help="interpreter with llama-cpp-python (for the llama build)")
     ap.add_argument("--json-out")
@@ -130,9 +146,9 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         if a.child == "llama":
-            out = child_llama(a.model, a.threads, a.steps, a.windows, a.wrounds, a.gguf)
+            out = child_llama(a.model, a.threads, a.steps, a.windows, a.wrounds, a.gguf, a.busy)
         else:
-            out = child_strata(a.model, a.threads, a.steps, a.windows, a.wrounds)
+            out = child_strata(a.model, a.threads, a.steps, a.windows, a.wrounds, a.busy)
         print("RESULT " + json.dumps(out))
         return
     res = {b: [] for b in a.builds}
@@ -151,7 +167,8 @@ def main() -> None:
                 env[k] = v
             load = os.getloadavg()[0]
             cmd = [exe, os.path.abspath(__file__), a.model, path, "--child", kind, "--threads", str(a.threads),
-                   "--steps", str(a.steps), "--wrounds", str(a.wrounds)] + (["--windows"] if a.windows else [])
+                   "--steps", str(a.steps), "--wrounds", str(a.wrounds)] + (["--windows"] if a.windows else []) \
+                + (["--busy"] if a.busy else [])
             if a.gguf:
                 cmd += ["--gguf", a.gguf]
             p, others, busy = benchlib.quiet_measure(
@@ -164,7 +181,10 @@ def main() -> None:
             d.update(load=load, others=others, busy=busy, round=r)
             res[b].append(d)
             print(f"round {r} {b}: load {load:.1f}, decode {d['dec_wall_ms']:.3f} ms wall, "
-                  f"{d['dec_cpu_ms']:.3f} ms CPU" + (f", others {others:.2f} cores" if others is not None else "")
+                  f"{d['dec_cpu_ms']:.3f} ms CPU"
+                  + (f", busy {d['busy_wall_ms']:.3f} ms ({d['dec_wall_ms'] / d['busy_wall_ms']:.2f} of quiet)"
+                     if "busy_wall_ms" in d else "")
+                  + (f", others {others:.2f} cores" if others is not None else "")
                   + (" (busy)" if busy else ""), flush=True)
     print(f"\n{a.threads} thread(s), {a.rounds} rounds, medians; load average {min(d['load'] for v in res.values() for d in v):.1f}-"
           f"{max(d['load'] for v in res.values() for d in v):.1f}\n")
@@ -172,6 +192,8 @@ def main() -> None:
     if others:
         print(f"other processes used {min(others):.2f}-{max(others):.2f} cores during the processes\n")
     head = "| build | decode ms/token (wall) | decode ms/token (CPU) |"
+    if a.busy:
+        head += " next to 1 busy process, ms/token | busy / quiet tok/s [min-max over rounds] |"
     if a.windows:
         head += " cost(1) ms | cost(2/4/8/16)/cost(1) | over the bytes floor |"
     print(head)
@@ -185,6 +207,10 @@ def main() -> None:
         ds = quiet or ds
         row = (f"| {b} | {statistics.median(d['dec_wall_ms'] for d in ds):.3f} | "
                f"{statistics.median(d['dec_cpu_ms'] for d in ds):.3f} |")
+        if a.busy:
+            rat = [d["dec_wall_ms"] / d["busy_wall_ms"] for d in ds]
+            row += (f" {statistics.median(d['busy_wall_ms'] for d in ds):.3f} | {statistics.median(rat):.2f} "
+                    f"[{min(rat):.2f}-{max(rat):.2f}] |")
         if a.windows:
             ts = [T for T in ds[0]["ratio"] if T != "1"]
             rat = " / ".join(f"{statistics.median(d['ratio'][T] for d in ds):.2f}" for T in ts)

@@ -1,6 +1,11 @@
 #include "threadpool.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,9 +34,25 @@ bool spin_until(Done done, int us) {
             return done();
     }
 }
+
+// This process's CPU time (all its threads), seconds; negative where there is no such clock.
+double process_cpu_s() {
+#if defined(CLOCK_PROCESS_CPUTIME_ID)
+    timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0) return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+#endif
+    return -1;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+    if (const char* v = std::getenv("STRATA_POOL_ADAPT")) {
+        if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+            throw std::invalid_argument(std::string("STRATA_POOL_ADAPT='") + v +
+                                        "': use 0 or 1 (1, the default: one thread while the pool gets about one core)");
+        adaptive_ = v[0] == '1';
+    }
+    if (n_threads_ == 1 || process_cpu_s() < 0) adaptive_ = false;
     for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -84,6 +105,10 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         return;
     }
     std::lock_guard<std::mutex> call(call_mu_);
+    if (adaptive_ && solo(Clock::now())) {
+        for (int i = 0; i < n; ++i) fn(i);
+        return;
+    }
     gen_ = (gen_ + 1) & ((1ull << 24) - 1);
     fn_.store(&fn, std::memory_order_release);
     done_.store(0, std::memory_order_release);
@@ -102,6 +127,39 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         done_cv_.wait(lk, [&] { return done_.load() == n; });
         caller_sleeping_.store(false);
     }
+    if (adaptive_) after_pooled(Clock::now());
+}
+
+bool ThreadPool::solo(Clock::time_point now) {
+    if (now < solo_until_) return true;
+    // a window starts with a call; an idle pause in it (no calls: nothing to measure) restarts it
+    if (!in_window_ || now - last_end_ > std::chrono::milliseconds(kPauseMs)) {
+        in_window_ = true;
+        window_start_ = now;
+        window_cpu_s_ = process_cpu_s();
+    }
+    return false;
+}
+
+void ThreadPool::after_pooled(Clock::time_point end) {
+    last_end_ = end;
+    const auto wall = end - window_start_;
+    if (wall < std::chrono::milliseconds(kWindowMs)) return;
+    const double cores = (process_cpu_s() - window_cpu_s_) / std::chrono::duration<double>(wall).count();
+    in_window_ = false;
+    if (cores * 100 >= kFewCores) {
+        short_windows_ = 0;
+        solo_for_ = Clock::duration::zero();
+        return;
+    }
+    // the first fallback takes kFirstWindows short windows in a row (a hiccup of the machine can
+    // take one or two); a window tried after solo time takes one
+    if (solo_for_ == Clock::duration::zero() && ++short_windows_ < kFirstWindows) return;
+    short_windows_ = 0;
+    solo_for_ = solo_for_ == Clock::duration::zero()
+                    ? Clock::duration(std::chrono::milliseconds(kSoloMinMs))
+                    : std::min<Clock::duration>(2 * solo_for_, std::chrono::milliseconds(kSoloMaxMs));
+    solo_until_ = end + solo_for_;
 }
 
 }  // namespace strata

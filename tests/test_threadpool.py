@@ -46,9 +46,12 @@ def test_results_do_not_depend_on_the_thread_count(model):
             np.testing.assert_array_equal(a, b)
 
 
-def test_pool_after_sleeping_and_next_to_a_busy_process(model):
+@pytest.mark.parametrize("adapt", ["1", "0"])
+def test_pool_after_sleeping_and_next_to_a_busy_process(model, adapt, monkeypatch):
     """Workers that went to sleep (idle past their spin) must wake for the next call; with a
-    busy process taking a core, preempted workers must still finish every task exactly once."""
+    busy process taking a core, preempted workers must still finish every task exactly once
+    (with the fallback to the caller alone on, the default, and off)."""
+    monkeypatch.setenv("STRATA_POOL_ADAPT", adapt)
     rng = np.random.default_rng(1)
     prompt = rng.integers(0, 2048, 24).tolist()
     windows = [rng.integers(0, 2048, T).tolist() for T in (2, 1, 4, 1, 1, 8)]
@@ -66,6 +69,60 @@ def test_pool_after_sleeping_and_next_to_a_busy_process(model):
     finally:
         busy.terminate()
         busy.wait()
+
+
+def test_results_while_the_pool_falls_back_and_tries_its_workers_again(model):
+    """Next to a busy process the pool may run calls on the caller alone for a while (when its
+    threads get about one core) and then hand them to its workers again; over a second of decode,
+    long enough for several of its 50 ms windows, every step must equal the one-thread engine's
+    bit for bit, whichever way each call ran (nothing is asserted about which way that was)."""
+    rng = np.random.default_rng(2)
+    prompt = rng.integers(0, 2048, 16).tolist()
+    steps = rng.integers(0, 2048, 64).tolist()
+
+    def decode(eng):
+        eng.reset()
+        out = [eng.run(prompt)]
+        eng.commit(len(prompt))
+        for t in steps:
+            out.append(eng.run([t]))
+            eng.commit(1)
+        return out
+
+    ref = decode(strata.load(model, threads=1))
+    eng = strata.load(model, threads=2)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        t0, runs = time.monotonic(), 0
+        while runs < 3 or time.monotonic() - t0 < 1.0:
+            for a, b in zip(ref, decode(eng)):
+                np.testing.assert_array_equal(a, b)
+            runs += 1
+    finally:
+        busy.terminate()
+        busy.wait()
+
+
+def test_pool_fallback_setting_is_0_or_1(model, monkeypatch, capsys, tmp_path):
+    """STRATA_POOL_ADAPT takes 0 or 1; another value is a one-line error when an engine is made
+    (the API's UsageError, the CLI's one line, not an internal error), not silently one of them."""
+    from strata.cli import app
+    from strata.cli.runner import run_app
+
+    monkeypatch.setenv("STRATA_POOL_ADAPT", "yes")
+    with pytest.raises(strata.UsageError) as info:
+        strata.load(model, threads=2)
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("STRATA_POOL_ADAPT='yes': use 0 or 1")
+    monkeypatch.setenv("STRATA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("STRATA_DEBUG", "0")
+    with pytest.raises(SystemExit) as code:
+        run_app(app, ["run", "-m", model, "--prompt", "x", "--max-new", "1"])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("strata:")]
+    assert code.value.code != 0 and len(lines) == 1
+    assert "STRATA_POOL_ADAPT='yes': use 0 or 1" in lines[0] and "internal error" not in lines[0]
+    monkeypatch.setenv("STRATA_POOL_ADAPT", "0")
+    assert strata.load(model, threads=2).threads == 2
 
 
 def test_engines_with_sleeping_workers_shut_down(model):

@@ -5,12 +5,16 @@ Why: the engine's kernels are FMA-bound, so a second hyperthread on a core adds 
 the fork-join pool wait on the slower sibling (llama.cpp also defaults to physical cores); and a
 laptop always runs something else (a browser, the TUI, the expert IO threads), so on larger
 machines one core is left for them. On small machines (<= 4 cores) every core is used: the pool
-sleeps when it has no work, and measured next to one busy process, 2 threads on 2 cores still
-decode faster than 1 (bench/window_cost.py).
+sleeps when it has no work, and while its threads together get only about one core (2 threads
+on 2 cores next to one busy process, where 2 threads decode no faster than 1) it runs its calls
+on the calling thread alone for a while (engine_ext/threadpool.h), so the default loses little
+there and keeps the quiet machine's 1.9x.
 """
 from __future__ import annotations
 
 import os
+
+from .errors import UsageError
 
 _TOPOLOGY = "/sys/devices/system/cpu/cpu{}/topology/{}"
 
@@ -40,3 +44,13 @@ def physical_cores(cpus: list[int]) -> int:
 def default_threads() -> int:
     n = physical_cores(usable_cpus())
     return max(1, n - 1 if n > 4 else n)
+
+
+def check_pool_setting() -> None:
+    """STRATA_POOL_ADAPT, read by the engine's thread pool: unset or 1 (fall back to the calling
+    thread while the pool's threads get about one core), or 0 (never); another value is a
+    one-line error here rather than the engine's exception."""
+    v = os.environ.get("STRATA_POOL_ADAPT")
+    if v is not None and v not in ("0", "1"):
+        raise UsageError(f"STRATA_POOL_ADAPT={v!r}: use 0 or 1 (1, the default: one thread while the pool gets "
+                         "about one core)")

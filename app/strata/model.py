@@ -145,6 +145,9 @@ def new_engine(spec: dict, rows: list, expert_store=None, *, threads: int | None
     `config` is what the front ends read back as `engine.config`."""
     if fold not in ("eager", "lazy"):
         raise ValueError(f"fold must be 'eager' or 'lazy', not {fold!r}")
+    from .cpu_threads import check_pool_setting
+
+    check_pool_setting()
     if backend == "auto":  # webgpu on a real GPU adapter, else cpu; other names: the engine checks
         from .loader import resolve_backend
 
