@@ -80,17 +80,20 @@ MatView random_mat(std::mt19937& g, int rows, int cols, bool bf16) {
     return make_mat(p, bf16 ? WFormat::BF16 : WFormat::F32, rows, cols);
 }
 
-// 64-byte aligned rows of `cols` floats, `ld` apart (what matmul_jobs hands the tiles)
-std::vector<float> random_rows(std::mt19937& g, int T, int ld) {
-    std::normal_distribution<float> nd;
-    std::vector<float> x(size_t(T) * ld + 16);
-    for (auto& v : x) v = nd(g);
-    return x;
-}
-const float* aligned(const std::vector<float>& v) {
-    uintptr_t a = reinterpret_cast<uintptr_t>(v.data());
-    return v.data() + (64 - a % 64) % 64 / sizeof(float);
-}
+// T rows of random floats, `ld` apart, 64-byte aligned (what matmul_jobs hands the tiles); the
+// values do not depend on where the allocator puts them, so that `bits` compares builds
+struct Rows {
+    float* p;
+    explicit Rows(std::mt19937& g, int T, int ld) {
+        const size_t n = (size_t(T) * ld + 15) / 16 * 16;
+        p = static_cast<float*>(aligned_alloc(64, n * sizeof(float)));
+        std::normal_distribution<float> nd;
+        for (size_t i = 0; i < n; ++i) p[i] = nd(g);
+    }
+    ~Rows() { std::free(p); }
+    Rows(const Rows&) = delete;
+    Rows& operator=(const Rows&) = delete;
+};
 
 int window(bool bf16, int experts, int reps) {
     std::mt19937 g(1);
@@ -109,8 +112,9 @@ int window(bool bf16, int experts, int reps) {
         }
     }
     add(32000, 512, 4);
-    std::vector<float> xb = random_rows(g, 16, 512), y(size_t(16) * 32000);
-    const float* X = aligned(xb);
+    Rows xb(g, 16, 512);
+    const float* X = xb.p;
+    std::vector<float> y(size_t(16) * 32000);
     double bytes = 0;
     for (const auto& m : ms) bytes += double(m.m.bytes());
     std::printf("%s weights %.1f MB, %d experts per layer; one thread, CPU time, best of %d passes\n\n",
@@ -157,8 +161,9 @@ int bits(bool bf16) {
     for (const auto& s : shapes) {
         const int rows = s[0], cols = s[1], ld = (cols + 15) / 16 * 16;
         MatView m = random_mat(g, rows, cols, bf16);
-        std::vector<float> xb = random_rows(g, 16, ld), y(size_t(16) * rows), one(rows);
-        const float* X = aligned(xb);
+        Rows xb(g, 16, ld);
+        const float* X = xb.p;
+        std::vector<float> y(size_t(16) * rows), one(rows);
         for (int T = 1; T <= 16; ++T) {
             matmul_range(X, T, ld, m, nullptr, y.data(), rows, 0, rows);
             h = fnv(y.data(), sizeof(float) * size_t(T) * rows, h);
