@@ -83,6 +83,26 @@ struct Prefetch {
 constexpr size_t kPrefetchShift = 8192;
 constexpr int kPrefetchAheadRows = 16;  // kPfShare: two 8-row blocks ahead
 
+// One 16-column chunk of a tile: every accumulator takes its product (see tile). A function
+// that is always inlined, not a lambda over the tile's locals, so that with STRATA_UNROLL the
+// accumulators are registers from their zeroing to the sums.
+template <int RB, int TB, typename WT>
+__attribute__((always_inline)) inline void chunk(__m512 (&acc)[RB][TB], const float* const* xr, const WT* const* w,
+                                                 int k) {
+    __m512 x[TB];
+    STRATA_UNROLL for (int t = 0; t < TB; ++t) {
+        x[t] = _mm512_loadu_ps(xr[t] + k);
+        // keep wide tiles' inputs in registers: loaded once per step, used by every weight
+        // row (the compiler would fold a reload into each FMA and run out of load slots)
+        if (RB > 1 && TB >= 2) __asm__("" : "+v"(x[t]));
+    }
+    STRATA_UNROLL for (int i = 0; i < RB; ++i) {
+        __m512 wv = loadw(w[i] + k);
+        if (TB > 1) __asm__("" : "+v"(wv));  // one load per weight vector, not one per FMA
+        STRATA_UNROLL for (int t = 0; t < TB; ++t) acc[i][t] = _mm512_fmadd_ps(wv, x[t], acc[i][t]);
+    }
+}
+
 // RB weight rows x TB input rows. The per-element order: one accumulator takes the 16-chunks
 // 0,1,2.. in order (a masked tail last); result = hsum16(acc). One accumulator
 // per output (not two) lets a tile hold 16 outputs in the 32 registers, so every weight vector
@@ -100,35 +120,23 @@ inline void tile(const float* X, int ldx, const WT* W, int ldw, int cols, const 
     constexpr int HINT = PF == kPfShare ? _MM_HINT_T1 : _MM_HINT_T0;
     const int steps = cols / 32;
     const int per = PF == kPfShare && steps > 0 ? (pf.n + steps - 1) / steps : 0;
-    // one 16-column chunk per iteration, the prefetch every other one (at k = 0, 32, 64.. as
-    // long as a whole 32-column step is left); no lambda, so that the accumulators stay in
-    // registers from the zeroing to the sums (STRATA_UNROLL)
-    const int full = cols / 16 * 16;
     int k = 0;
-    for (; k < full; k += 16) {
-        if ((k & 16) == 0 && k + 32 <= cols) {
-            if constexpr (PF == kPfShift) {
-                STRATA_UNROLL for (int i = 0; i < RB; ++i) {
-                    const char* q = reinterpret_cast<const char*>(w[i] + k + kPrefetchShift / sizeof(WT));
-                    _mm_prefetch(q, _mm_hint(HINT));
-                    if (sizeof(WT) == 4) _mm_prefetch(q + 64, _mm_hint(HINT));
-                }
-            } else if constexpr (PF == kPfShare) {
-                for (int j = 0; j < per && pf.n > 0; ++j, --pf.n, pf.p += 64) _mm_prefetch(pf.p, _mm_hint(HINT));
+    for (; k + 32 <= cols; k += 32) {
+        if constexpr (PF == kPfShift) {
+            STRATA_UNROLL for (int i = 0; i < RB; ++i) {
+                const char* q = reinterpret_cast<const char*>(w[i] + k + kPrefetchShift / sizeof(WT));
+                _mm_prefetch(q, _mm_hint(HINT));
+                if (sizeof(WT) == 4) _mm_prefetch(q + 64, _mm_hint(HINT));
             }
+        } else if constexpr (PF == kPfShare) {
+            for (int j = 0; j < per && pf.n > 0; ++j, --pf.n, pf.p += 64) _mm_prefetch(pf.p, _mm_hint(HINT));
         }
-        __m512 x[TB];
-        STRATA_UNROLL for (int t = 0; t < TB; ++t) {
-            x[t] = _mm512_loadu_ps(xr[t] + k);
-            // keep wide tiles' inputs in registers: loaded once per step, used by every weight
-            // row (the compiler would fold a reload into each FMA and run out of load slots)
-            if (RB > 1 && TB >= 2) __asm__("" : "+v"(x[t]));
-        }
-        STRATA_UNROLL for (int i = 0; i < RB; ++i) {
-            __m512 wv = loadw(w[i] + k);
-            if (TB > 1) __asm__("" : "+v"(wv));  // one load per weight vector, not one per FMA
-            STRATA_UNROLL for (int t = 0; t < TB; ++t) acc[i][t] = _mm512_fmadd_ps(wv, x[t], acc[i][t]);
-        }
+        chunk<RB, TB>(acc, xr, w, k);
+        chunk<RB, TB>(acc, xr, w, k + 16);
+    }
+    if (k + 16 <= cols) {
+        chunk<RB, TB>(acc, xr, w, k);
+        k += 16;
     }
     if constexpr (PF == kPfShare)
         for (; pf.n > 0; --pf.n, pf.p += 64) _mm_prefetch(pf.p, _mm_hint(HINT));
