@@ -218,19 +218,25 @@ void Device::release_bind_groups() {
     bind_groups_.clear();
 }
 
+WGPUBuffer Device::grow(WGPUBuffer& buf, uint64_t& have, uint64_t bytes, uint64_t floor, WGPUBufferUsage usage,
+                        const char* name) {
+    if (buf) api_.wgpuBufferRelease(buf);  // a submit in flight keeps its own reference
+    uint64_t size = std::max<uint64_t>(floor, have * 2);
+    while (size < bytes) size *= 2;
+    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+    desc.label = label(name);
+    desc.usage = usage;
+    desc.size = size;
+    buf = api_.wgpuDeviceCreateBuffer(device_, &desc);
+    have = size;
+    return buf;
+}
+
 WGPUBuffer Device::uniform_ring(uint64_t bytes) {
     if (bytes <= uniform_ring_bytes_) return uniform_ring_;
     release_bind_groups();  // they name the old buffer
-    if (uniform_ring_) api_.wgpuBufferRelease(uniform_ring_);  // a submit in flight keeps its own reference
-    uint64_t size = std::max<uint64_t>(64 * kUniformSlot, uniform_ring_bytes_ * 2);
-    while (size < bytes) size *= 2;
-    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
-    desc.label = label("dispatch parameters");
-    desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
-    desc.size = size;
-    uniform_ring_ = api_.wgpuDeviceCreateBuffer(device_, &desc);
-    uniform_ring_bytes_ = size;
-    return uniform_ring_;
+    return grow(uniform_ring_, uniform_ring_bytes_, bytes, 64 * kUniformSlot,
+                WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst, "dispatch parameters");
 }
 
 WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
@@ -276,16 +282,8 @@ WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offse
 
 WGPUBuffer Device::readback_buffer(uint64_t bytes) {
     if (bytes <= readback_bytes_) return readback_;
-    if (readback_) api_.wgpuBufferRelease(readback_);
-    uint64_t size = std::max<uint64_t>(uint64_t(64) << 10, readback_bytes_ * 2);
-    while (size < bytes) size *= 2;
-    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
-    desc.label = label("window readback");
-    desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
-    desc.size = size;
-    readback_ = api_.wgpuDeviceCreateBuffer(device_, &desc);
-    readback_bytes_ = size;
-    return readback_;
+    return grow(readback_, readback_bytes_, bytes, uint64_t(64) << 10, WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst,
+                "window readback");
 }
 
 Device::~Device() {

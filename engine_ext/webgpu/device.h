@@ -182,6 +182,10 @@ private:
     // submit at the same offset), so a dispatch that repeats, as the ops of every decode step
     // do, finds its bind group made already: bind groups are cached by (layout, slot, buffers).
     WGPUBuffer uniform_ring(uint64_t bytes);
+    // `buf` (holding `have` bytes) replaced by a new buffer of `usage` for at least `bytes`: the
+    // old size doubled, at least `floor`, in powers of two; uniform_ring and readback_buffer grow so
+    WGPUBuffer grow(WGPUBuffer& buf, uint64_t& have, uint64_t bytes, uint64_t floor, WGPUBufferUsage usage,
+                    const char* name);
     WGPUBindGroup bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
                              const std::vector<BufRef>& buffers);
     void release_bind_groups();
