@@ -100,33 +100,32 @@ def test_backend_webgpu_without_a_usable_adapter_is_one_line(capsys, monkeypatch
     assert "--backend webgpu: webgpu: no GPU adapter" in lines[0] and "internal error" not in lines[0]
 
 
-def test_unknown_row_loop_choice_is_one_line_not_an_internal_error(capsys, monkeypatch):
+def _bad_setting_line(capsys, monkeypatch, name, value):
+    """`strata run --backend webgpu` with the environment variable `name` set to `value`: it must
+    fail with exactly one `strata:` line, which is returned."""
     open_test_device()
-    monkeypatch.setenv("STRATA_WEBGPU_XLOAD", "bogus")
+    monkeypatch.setenv(name, value)
     code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
     lines = [line for line in err.splitlines() if line.startswith("strata:")]
     assert code != 0 and len(lines) == 1
-    assert "STRATA_WEBGPU_XLOAD='bogus': use one of lanes, lanes4, direct, staged" in lines[0]
-    assert "internal error" not in lines[0]
+    return lines[0]
+
+
+def test_unknown_row_loop_choice_is_one_line_not_an_internal_error(capsys, monkeypatch):
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_XLOAD", "bogus")
+    assert "STRATA_WEBGPU_XLOAD='bogus': use one of lanes, lanes4, direct, staged" in line
+    assert "internal error" not in line
 
 
 def test_unknown_quant_fold_choice_is_one_line_not_silently_off(capsys, monkeypatch):
     """STRATA_WEBGPU_QUANT_FOLD takes 0 or 1 (unset: the K-quant formats); another value was read
     as 'off' without a word."""
-    open_test_device()
-    monkeypatch.setenv("STRATA_WEBGPU_QUANT_FOLD", "yes")
-    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
-    lines = [line for line in err.splitlines() if line.startswith("strata:")]
-    assert code != 0 and len(lines) == 1
-    assert "STRATA_WEBGPU_QUANT_FOLD='yes': use 0 or 1" in lines[0]
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_QUANT_FOLD", "yes")
+    assert "STRATA_WEBGPU_QUANT_FOLD='yes': use 0 or 1" in line
 
 
 @pytest.mark.parametrize("value", ["0", "soon", "-3", "5000"])
 def test_bad_early_first_is_one_line(capsys, monkeypatch, value):
     """STRATA_WEBGPU_EARLY_FIRST takes a dispatch count from 1 to 4096 (unset: 48)."""
-    open_test_device()
-    monkeypatch.setenv("STRATA_WEBGPU_EARLY_FIRST", value)
-    code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
-    lines = [line for line in err.splitlines() if line.startswith("strata:")]
-    assert code != 0 and len(lines) == 1
-    assert f"STRATA_WEBGPU_EARLY_FIRST={value!r}: use a whole number of dispatches from 1 to 4096" in lines[0]
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_EARLY_FIRST", value)
+    assert f"STRATA_WEBGPU_EARLY_FIRST={value!r}: use a whole number of dispatches from 1 to 4096" in line
