@@ -13,7 +13,8 @@ from strata.cli.runner import run_app
 from strata.edit import EditSession
 from strata.errors import EditError
 from strata.testing.fake import FakeGenerator
-from strata.filesafety import clean_stale_temps, rewrite_warnings, write_target
+from strata.filesafety import (asked_renames, clean_stale_temps, rewrite_warnings, unfinished_renames,
+                               write_target)
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
 
 PY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(12))
@@ -340,3 +341,69 @@ def test_cli_yes_refuses_a_rewrite_that_drops_an_unnamed_function(capsys, cli_en
                        "--yes", "--force", "--no-save")
     assert code == 0, err
     assert "while False: #ost(x):" in f.read_text()
+
+
+# A rename the rewrite did not finish: strata-tiny, asked to rename insort_left in bisect.py,
+# renamed nothing (and changed another function), and `--yes` wrote it; asked to rename
+# rgb_to_hsv in colorsys.py, it missed the `__all__` entry.
+@pytest.mark.parametrize("instruction,pairs", [
+    ("rename insort_left to insort_before", [("insort_left", "insort_before")]),
+    ("Rename the function `foo` to `bar`.", [("foo", "bar")]),
+    ("please rename method add as append, thanks", [("add", "append")]),
+    ("change the name of x to y", [("x", "y")]),
+    ("a -> b and `c` -> `d`", [("a", "b"), ("c", "d")]),
+    ("call the class Bar instead of Foo", [("Foo", "Bar")]),
+    ("foo should be called bar", [("foo", "bar")]),
+    ("replace every use of f1 with g1", [("f1", "g1")]),
+    # not renames: a plain "replace" (one spot or a value), a signature, a file, the same name
+    ("replace f1 with g1", []),
+    ("add a function f(x) -> int", []),
+    ("rename the file", []),
+    ("rename a to a", []),
+])
+def test_the_renames_an_instruction_asks_for(instruction, pairs):
+    assert asked_renames(instruction) == pairs
+
+
+def test_a_rename_the_rewrite_did_not_finish():
+    done = COLORS.replace("rgb_to_hsv", "to_hsv")
+    ask = "rename rgb_to_hsv to to_hsv"
+    assert [w for w in rewrite_warnings("colorsys.py", COLORS, done, ask) if "rename" in w] == []
+    # the `__all__` string left behind
+    left = done.replace('"to_hsv"', '"rgb_to_hsv"')
+    assert rewrite_warnings("colorsys.py", COLORS, left, ask) == [
+        "the rewrite still uses rgb_to_hsv (line 1), which the instruction renames to to_hsv"]
+    # nothing renamed: the def is "dropped" (the instruction names it) and still there by its name
+    got = rewrite_warnings("colorsys.py", COLORS, COLORS.replace("m1\n", "m2\n"), ask)
+    assert got == ["the rewrite still uses rgb_to_hsv (lines 1, 4), which the instruction renames to to_hsv"]
+    # a name only in a comment or after a dot (another object's attribute) is not a use
+    assert unfinished_renames("x = 1  # see f\nd.f()\n", "y = 1  # see f\nd.f()\n", "rename f to g") == [
+        "the instruction renames f, which the file never uses"]
+    assert unfinished_renames("def f():\n    pass\n# f\nd.f()\n", "def g():\n    pass\n# f\nd.f()\n",
+                              "rename f to g") == []
+    # a name the file never uses: said, when the rewrite changed anything
+    assert unfinished_renames("def f():\n    pass\n", "def g():\n    pass\n", "rename ff to g") == [
+        "the instruction renames ff, which the file never uses"]
+    assert unfinished_renames("def f():\n    pass\n", "def f():\n    pass\n", "rename ff to g") == []
+    # other files: whole words
+    assert unfinished_renames("name: foo\nfoo_x: 1\n", "name: foo\nfoo_x: 1\n", "rename foo to bar",
+                              python=False) == ["the rewrite still uses foo (line 1), which the instruction renames to bar"]
+    # long lists of lines end in "..."
+    many = "".join(f"f{i} = f\n" for i in range(8))
+    assert unfinished_renames("f = 1\n" + many, "f = 1\n" + many, "rename f to g") == [
+        "the rewrite still uses f (lines 1, 2, 3, 4, 5, ...), which the instruction renames to g"]
+
+
+def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):
+    src = '__all__ = ["area"]\n\n\ndef area(r):\n    return 3 * r * r\n'
+    f = tmp_path / "shapes.py"
+    f.write_text(src)
+    # the fake model renames nothing: it puts a comment line naming the instruction on top
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--yes", "--no-save")
+    assert code == ExitCode.EDIT and "still uses area (lines 2, 5)" in err and "--force" in err, err
+    _one_line(err)
+    assert f.read_text() == src
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--yes", "--force",
+                       "--no-save")
+    assert code == 0, err
+    assert f.read_text() == "# strata: rename area to size\n" + src

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,22 @@ KEEP_SHARE = 0.5
 MIN_LINES_FOR_DELETE_CHECK = 8
 # how many dropped definitions a warning names before it says "and N more"
 MAX_NAMED_DROPS = 4
+# how many line numbers a "still uses the old name" warning lists
+MAX_NAMED_LINES = 5
+
+# the ways people ask for a rename ("rename `a` to `b`", "a -> b", "change the name of the class
+# a to b", "call it b instead of a", "a should be called b", "replace every use of a with b");
+# names may carry backticks or quotes. Only whole identifiers count: "rename the file" is no rename.
+_ID = r"[`'\"]?([A-Za-z_][A-Za-z0-9_]*)[`'\"]?"
+_KIND = r"(?:(?:the\s+)?(?:function|class|method|variable|parameter|argument|constant|attribute|name)\s+)?"
+_RENAMES = [re.compile(p, re.IGNORECASE) for p in (
+    rf"\brename\s+{_KIND}{_ID}\s+(?:to|as|into)\s+{_ID}",
+    rf"\bchange\s+the\s+name\s+of\s+{_KIND}{_ID}\s+to\s+{_ID}",
+    rf"(?<![\w`'\"]){_ID}\s*(?:->|=>|→)\s*{_ID}",
+    rf"\b{_ID}\s+should\s+be\s+(?:called|named)\s+{_ID}",
+    rf"\breplace\s+(?:every|each|all)\s+uses?\s+of\s+{_ID}\s+with\s+{_ID}",
+)]
+_RENAMES_NEW_FIRST = re.compile(rf"\bcall\s+{_KIND}(?:it\s+)?{_ID}\s+instead\s+of\s+{_ID}", re.IGNORECASE)
 
 
 def display_name(path: str | os.PathLike) -> str:
@@ -275,6 +292,68 @@ def dropped_definitions(old: str, new: str, instruction: str | None = None) -> l
     return out
 
 
+def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
+    """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
+    said = instruction or ""
+    found = [(m.start(), m.group(1), m.group(2)) for p in _RENAMES for m in p.finditer(said)]
+    found += [(m.start(), m.group(2), m.group(1)) for m in _RENAMES_NEW_FIRST.finditer(said)]
+    out: list[tuple[str, str]] = []
+    for _, old, new in sorted(found):
+        if old != new and (old, new) not in out:
+            out.append((old, new))
+    return out
+
+
+def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
+    """The lines where `name` is used: in Python, as an identifier or as a whole string literal
+    (an `__all__` entry, `getattr(obj, "name")`), not in comments or prose, and not after a dot
+    (`d.items()` may be another object's attribute of the same name); elsewhere, as a whole word.
+    None when Python source does not tokenize."""
+    if not python:
+        word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+        return [text.count("\n", 0, m.start()) + 1 for m in word.finditer(text)]
+    import io
+
+    lines = []
+    after_dot = False
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
+                            tokenize.DEDENT):
+                continue
+            dot, after_dot = after_dot, tok.type == tokenize.OP and tok.string == "."
+            if tok.type == tokenize.NAME and tok.string == name and not dot:
+                lines.append(tok.start[0])
+            elif tok.type == tokenize.STRING and tok.string[-1:] in "'\"" and \
+                    tok.string.lstrip("rRbBuU").strip("'\"") == name:
+                lines.append(tok.start[0])
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return lines
+
+
+def unfinished_renames(old: str, new: str, instruction: str | None, python: bool = True) -> list[str]:
+    """One line per rename the instruction asks for that the rewrite did not finish: the old name
+    is still used (with the lines), or was never in the file. Empty when nothing was asked."""
+    out = []
+    for was, becomes in asked_renames(instruction):
+        before = _name_lines(old, was, python)
+        after = _name_lines(new, was, python)
+        if before is None or after is None:
+            continue
+        if not before:
+            if new != old:
+                out.append(f"the instruction renames {was}, which the file never uses")
+            continue
+        if after:
+            shown = ", ".join(str(n) for n in after[:MAX_NAMED_LINES])
+            more = ", ..." if len(after) > MAX_NAMED_LINES else ""
+            where = "line" if len(after) == 1 else "lines"
+            out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
+                       f"renames to {becomes}")
+    return out
+
+
 def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: str | None = None) -> list[str]:
     """Why writing `new` over `old` may break the file (empty: nothing found). `instruction` is what
     the user asked for: a Python rewrite that drops a definition it does not name is warned about."""
@@ -291,6 +370,8 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
                 more = f" and {len(gone) - MAX_NAMED_DROPS} more" if len(gone) > MAX_NAMED_DROPS else ""
                 what = "definition" if len(gone) == 1 else "definitions"
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
+    if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
+        out += unfinished_renames(old, new, instruction, python=kind == "Python")
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
