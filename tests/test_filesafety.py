@@ -13,8 +13,8 @@ from strata.cli.runner import run_app
 from strata.edit import EditSession
 from strata.errors import EditError
 from strata.testing.fake import FakeGenerator
-from strata.filesafety import (asked_renames, clean_stale_temps, rewrite_warnings, unfinished_renames,
-                               write_target)
+from strata.filesafety import (asked_renames, clean_stale_temps, rewrite_warnings, unexplained_changes,
+                               unfinished_renames, write_target)
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
 
 PY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(12))
@@ -375,7 +375,8 @@ def test_a_rename_the_rewrite_did_not_finish():
         "the rewrite still uses rgb_to_hsv (line 1), which the instruction renames to to_hsv"]
     # nothing renamed: the def is "dropped" (the instruction names it) and still there by its name
     got = rewrite_warnings("colorsys.py", COLORS, COLORS.replace("m1\n", "m2\n"), ask)
-    assert got == ["the rewrite still uses rgb_to_hsv (lines 1, 4), which the instruction renames to to_hsv"]
+    assert got == ["the rewrite still uses rgb_to_hsv (lines 1, 4), which the instruction renames to to_hsv",
+                   "the rewrite also changes line 13, which the rename does not explain"]
     # a name only in a comment or after a dot (another object's attribute) is not a use
     assert unfinished_renames("x = 1  # see f\nd.f()\n", "y = 1  # see f\nd.f()\n", "rename f to g") == [
         "the instruction renames f, which the file never uses"]
@@ -394,6 +395,32 @@ def test_a_rename_the_rewrite_did_not_finish():
         "the rewrite still uses f (lines 1, 2, 3, 4, 5, ...), which the instruction renames to g"]
 
 
+BISECT = ("def bisect_right(a, x, lo=0, hi=None):\n    while lo < hi:\n        mid = (lo + hi) // 2\n"
+          "        if x < a[mid]:\n            hi = mid\n        else:\n            lo = mid + 1\n    return lo\n\n\n"
+          "def insort_left(a, x):\n    a.insert(bisect_right(a, x), x)  # see insort_left\n")
+
+
+@pytest.mark.parametrize("instruction,new,lines", [
+    # the rename alone, comments included or not: nothing else changed
+    ("rename insort_left to insort_before", BISECT.replace("insort_left", "insort_before"), []),
+    ("Please rename `insort_left` to `insort_before` everywhere, thanks.",
+     BISECT.replace("def insort_left", "def insort_before"), []),
+    # strata-tiny on bisect.py: the rename, and bisect_right's comparison turned into bisect_left's
+    ("rename insort_left to insort_before",
+     BISECT.replace("insort_left", "insort_before").replace("if x < a[mid]:", "if a[mid] < x:"), [4]),
+    # a line added or deleted is a change too
+    ("insort_left -> insort_before", BISECT.replace("insort_left", "insort_before") + "\nprint(1)\n", [13, 14]),
+    ("insort_left -> insort_before", BISECT.replace("    return lo\n", ""), [8]),
+    # an instruction that asks for more than renames: no such check
+    ("rename insort_left to insort_before and fix bisect_right",
+     BISECT.replace("if x < a[mid]:", "if a[mid] < x:"), []),
+])
+def test_a_rename_that_changes_other_lines(instruction, new, lines):
+    assert unexplained_changes(BISECT, new, instruction) == lines
+    got = [w for w in rewrite_warnings("bisect.py", BISECT, new, instruction) if "does not explain" in w]
+    assert bool(got) == bool(lines), got
+
+
 def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):
     src = '__all__ = ["area"]\n\n\ndef area(r):\n    return 3 * r * r\n'
     f = tmp_path / "shapes.py"
@@ -401,6 +428,7 @@ def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):
     # the fake model renames nothing: it puts a comment line naming the instruction on top
     code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--yes", "--no-save")
     assert code == ExitCode.EDIT and "still uses area (lines 2, 5)" in err and "--force" in err, err
+    assert "also changes line 1, which the rename does not explain" in err, err
     _one_line(err)
     assert f.read_text() == src
     code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--yes", "--force",

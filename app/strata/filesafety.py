@@ -52,6 +52,15 @@ _RENAMES = [re.compile(p, re.IGNORECASE) for p in (
     rf"\breplace\s+(?:every|each|all)\s+uses?\s+of\s+{_ID}\s+with\s+{_ID}",
 )]
 _RENAMES_NEW_FIRST = re.compile(rf"\bcall\s+{_KIND}(?:it\s+)?{_ID}\s+instead\s+of\s+{_ID}", re.IGNORECASE)
+# what may surround the renames in an instruction that asks for nothing else ("please rename a
+# to b everywhere, thanks")
+_RENAME_FILLER = re.compile(
+    r"\b(?:please|pls|thanks|thank\s+you|thx|could\s+you|can\s+you|would\s+you|kindly|and|then|also|"
+    r"everywhere|throughout(?:\s+the\s+(?:file|module|code))?|in\s+the\s+(?:file|module|code)|"
+    r"all\s+(?:uses|occurrences|references)|the\s+(?:file|module))\b|\d\)|[\s.,;:!?()]",
+    re.IGNORECASE)
+# how many line numbers an "also changes" warning lists
+MAX_NAMED_CHANGES = 5
 
 
 def display_name(path: str | os.PathLike) -> str:
@@ -304,6 +313,42 @@ def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
     return out
 
 
+def _only_renames(instruction: str | None) -> bool:
+    """Whether the instruction asks for renames and nothing else."""
+    said = instruction or ""
+    spans = [m.span() for p in (*_RENAMES, _RENAMES_NEW_FIRST) for m in p.finditer(said)]
+    if not spans:
+        return False
+    keep = list(said)
+    for a, b in spans:
+        keep[a:b] = [" "] * (b - a)
+    return _RENAME_FILLER.sub("", "".join(keep)) == ""
+
+
+def unexplained_changes(old: str, new: str, instruction: str | None) -> list[int]:
+    """For an instruction that only renames: the lines of `new` that changed for another reason
+    (a changed line is explained when it equals the old one once every old and new name in both
+    is masked). Empty for any other instruction."""
+    if not _only_renames(instruction):
+        return []
+    pairs = asked_renames(instruction)
+    names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
+    word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
+
+    def mask(lines: list[str]) -> list[str]:
+        return [word.sub("\0", line) for line in lines]
+
+    a, b = old.splitlines(), new.splitlines()
+    ma, mb = mask(a), mask(b)
+    out: list[int] = []
+    matcher = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        out += range(j1 + 1, j2 + 1) if j2 > j1 else [j1 + 1 if j1 < len(b) else max(1, len(b))]
+    return sorted(set(out))
+
+
 def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
     """The lines where `name` is used: in Python, as an identifier or as a whole string literal
     (an `__all__` entry, `getattr(obj, "name")`), not in comments or prose, and not after a dot
@@ -372,6 +417,12 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
+        extra = unexplained_changes(old, new, instruction)
+        if extra:
+            shown = ", ".join(str(n) for n in extra[:MAX_NAMED_CHANGES])
+            more = ", ..." if len(extra) > MAX_NAMED_CHANGES else ""
+            where = "line" if len(extra) == 1 else "lines"
+            out.append(f"the rewrite also changes {where} {shown}{more}, which the rename does not explain")
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
