@@ -416,9 +416,39 @@ BISECT = ("def bisect_right(a, x, lo=0, hi=None):\n    while lo < hi:\n        m
      BISECT.replace("if x < a[mid]:", "if a[mid] < x:"), []),
 ])
 def test_a_rename_that_changes_other_lines(instruction, new, lines):
-    assert unexplained_changes(BISECT, new, instruction) == lines
+    what, got = unexplained_changes(BISECT, new, instruction)
+    assert got == lines and what == ("rename" if "fix" not in instruction else ""), (what, got)
     got = [w for w in rewrite_warnings("bisect.py", BISECT, new, instruction) if "does not explain" in w]
     assert bool(got) == bool(lines), got
+
+
+IMPORTS = ('"""Doc."""\nimport os\nfrom typing import (\n    Any,\n    Dict,\n)\n\n\ndef f():\n'
+           '    return os.sep\n')
+
+
+@pytest.mark.parametrize("instruction,new,lines", [
+    # each phrasing of an import-only request, done right: nothing else changed
+    ("Add `import math` to the imports.", IMPORTS.replace("import os\n", "import math\nimport os\n"), []),
+    ("import math", IMPORTS.replace("import os\n", "import math\nimport os\n\n"), []),
+    ("drop the import of typing", IMPORTS.replace("from typing import (\n    Any,\n    Dict,\n)\n", ""), []),
+    ("sort the imports, thanks!", IMPORTS.replace("import os\nfrom typing import (\n    Any,\n    Dict,\n)\n",
+                                                  "from typing import (\n    Any,\n    Dict,\n)\nimport os\n"), []),
+    # the import added, and the function body changed too (the model's prior beat the file)
+    ("Add `import math` to the imports.",
+     IMPORTS.replace("import os\n", "import math\nimport os\n").replace("os.sep", "os.pathsep"), [11]),
+    # the docstring dropped with the import: the old line is gone, said where it was
+    ("remove import os", IMPORTS.replace('"""Doc."""\nimport os\n', ""), [1]),
+    # more than imports asked for, or not about imports: no such check
+    ("add import math and use it in f", IMPORTS.replace("os.sep", "math.pi"), []),
+    ("add a function that imports things", IMPORTS + "\n\ndef g():\n    pass\n", []),
+])
+def test_an_import_change_that_changes_other_lines(instruction, new, lines):
+    what, got = unexplained_changes(IMPORTS, new, instruction)
+    assert got == lines and (what == "import change" or not lines), (what, got)
+    warned = [w for w in rewrite_warnings("m.py", IMPORTS, new, instruction) if "does not explain" in w]
+    assert bool(warned) == bool(lines), warned
+    # only Python files have this check
+    assert unexplained_changes(IMPORTS, new, instruction, python=False) == ("", [])
 
 
 def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):

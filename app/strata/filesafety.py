@@ -59,6 +59,14 @@ _RENAME_FILLER = re.compile(
     r"everywhere|throughout(?:\s+the\s+(?:file|module|code))?|in\s+the\s+(?:file|module|code)|"
     r"all\s+(?:uses|occurrences|references)|the\s+(?:file|module))\b|\d\)|[\s.,;:!?()]",
     re.IGNORECASE)
+# an import statement as people type it in an instruction, and the words import requests are made of
+_IMPORT_STMT = re.compile(r"\b(?:from\s+[A-Za-z_][\w.]*\s+)?import\s+(?!of\b)[A-Za-z_][\w.]*"
+                          r"(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*")
+_IMPORT_WORDS = re.compile(
+    r"\b(?:add|insert|include|also|imports?|importing|of|the|an?|to|with|other|needs?|we|file|module|"
+    r"lines?|remove|delete|drop|get|rid|take|out|unused|is|isn't|not|used|sort|sorted|put|in|"
+    r"alphabetical|alphabetically|order|alphabeti[sz]e|block|should|be|statements?|top|at|please|pls|"
+    r"thanks|thank|you|thx|and|then|could|can|would|kindly)\b|\d\)|[.,;:!?()]", re.IGNORECASE)
 # how many line numbers an "also changes" warning lists
 MAX_NAMED_CHANGES = 5
 
@@ -325,28 +333,72 @@ def _only_renames(instruction: str | None) -> bool:
     return _RENAME_FILLER.sub("", "".join(keep)) == ""
 
 
-def unexplained_changes(old: str, new: str, instruction: str | None) -> list[int]:
-    """For an instruction that only renames: the lines of `new` that changed for another reason
-    (a changed line is explained when it equals the old one once every old and new name in both
-    is masked). Empty for any other instruction."""
-    if not _only_renames(instruction):
-        return []
-    pairs = asked_renames(instruction)
-    names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
-    word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
+def _import_lines(text: str) -> set[int] | None:
+    """The lines (1-based) of the top-level import statements of Python source, continuation
+    lines included; None when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    out: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return out
 
-    def mask(lines: list[str]) -> list[str]:
-        return [word.sub("\0", line) for line in lines]
 
+def _only_imports(instruction: str | None, old: str, new: str) -> bool:
+    """Whether the instruction asks only to add, remove or sort imports ("add `import math` to the
+    imports", "drop the import of os", "sort the imports, thanks"): once the import statements,
+    the words such requests are made of and the module names the file imports are taken out,
+    nothing is left."""
+    plain = (instruction or "").replace("`", " ")
+    said = _IMPORT_STMT.sub(" ", plain)
+    if said == plain and not re.search(r"\bimports?\b|\balphabeti[sz]e\b", plain, re.IGNORECASE):
+        return False  # no import statement, no word about imports: not an import request
+    rest = _IMPORT_WORDS.sub(" ", said).split()
+    named = {w for line in (old + "\n" + new).splitlines() if line.startswith(("import ", "from "))
+             for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", line)}
+    return all(w.strip(".,;:!?()'\"") in named for w in rest)
+
+
+def unexplained_changes(old: str, new: str, instruction: str | None, python: bool = True) -> tuple[str, list[int]]:
+    """For an instruction that asks only for renames, or (Python) only for import changes: what it
+    asks for ("rename", "import change") and the lines of `new` that changed for another reason.
+    A line changed by a rename is explained when it equals the old one once every old and new
+    name in both is masked; by an import change, when it is (part of) a top-level import
+    statement or blank, on the side it is on. ("", []) for any other instruction."""
     a, b = old.splitlines(), new.splitlines()
-    ma, mb = mask(a), mask(b)
-    out: list[int] = []
+    if _only_renames(instruction):
+        what = "rename"
+        pairs = asked_renames(instruction)
+        names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
+        word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
+        ma, mb = [word.sub("\0", line) for line in a], [word.sub("\0", line) for line in b]
+        ok_a = ok_b = set()
+    elif python and _only_imports(instruction, old, new):
+        what = "import change"
+        ia, ib = _import_lines(old), _import_lines(new)
+        if ia is None or ib is None:
+            return "", []
+        ma, mb = a, b
+        ok_a = ia | {i + 1 for i, line in enumerate(a) if not line.strip()}
+        ok_b = ib | {i + 1 for i, line in enumerate(b) if not line.strip()}
+    else:
+        return "", []
+    out: set[int] = set()
     matcher = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        out += range(j1 + 1, j2 + 1) if j2 > j1 else [j1 + 1 if j1 < len(b) else max(1, len(b))]
-    return sorted(set(out))
+        bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a]
+        bad_new = [j for j in range(j1 + 1, j2 + 1) if j not in ok_b]
+        out.update(bad_new)
+        if bad_old and not bad_new:  # an old line gone: said where it was, in the new file
+            out.add(min(j1 + 1, max(1, len(b))))
+    return what, sorted(out)
 
 
 def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
@@ -417,12 +469,12 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
-        extra = unexplained_changes(old, new, instruction)
+        what, extra = unexplained_changes(old, new, instruction, python=kind == "Python")
         if extra:
             shown = ", ".join(str(n) for n in extra[:MAX_NAMED_CHANGES])
             more = ", ..." if len(extra) > MAX_NAMED_CHANGES else ""
             where = "line" if len(extra) == 1 else "lines"
-            out.append(f"the rewrite also changes {where} {shown}{more}, which the rename does not explain")
+            out.append(f"the rewrite also changes {where} {shown}{more}, which the {what} does not explain")
     old_lines, new_lines = old.splitlines(), new.splitlines()
     if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
