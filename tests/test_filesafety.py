@@ -13,8 +13,8 @@ from strata.cli.runner import run_app
 from strata.edit import EditSession
 from strata.errors import EditError
 from strata.testing.fake import FakeGenerator
-from strata.filesafety import (asked_renames, clean_stale_temps, rewrite_warnings, unexplained_changes,
-                               unfinished_renames, write_target)
+from strata.editscope import asked_renames, unexplained_changes, unfinished_renames
+from strata.filesafety import clean_stale_temps, rewrite_warnings, write_target
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
 
 PY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(12))
@@ -449,6 +449,33 @@ def test_an_import_change_that_changes_other_lines(instruction, new, lines):
     assert bool(warned) == bool(lines), warned
     # only Python files have this check
     assert unexplained_changes(IMPORTS, new, instruction, python=False) == ("", [])
+
+
+@pytest.mark.parametrize("instruction,new,what,lines", [
+    # deleting named definitions: the def (with its decorator) and blank lines may go, nothing else
+    ("delete the function hls_to_rgb", COLORS.replace("def hls_to_rgb(h, l, s):\n    return _v(h, l, s)\n\n\n", ""),
+     "deletion", []),
+    ("`_v` is dead code, remove it", COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", ""), "deletion", []),
+    ("remove clear from class Palette", COLORS.replace("    def clear(self):\n        pass\n", ""), "deletion", []),
+    ("delete _v", COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", "").replace("return r, g, b", "return b"),
+     "deletion", [5]),
+    # a docstring added, or another line changed on the way
+    ('add the docstring "Convert." to rgb_to_hsv', COLORS.replace("g, b):\n", 'g, b):\n    """Convert."""\n'),
+     "docstring", []),
+    ("rgb_to_hsv needs a docstring: 'Convert and return.'",
+     COLORS.replace("g, b):\n    return r, g, b", 'g, b):\n    """Convert and return."""\n    return r, r, b'),
+     "docstring", [6]),
+    # "change nothing": every change is unexplained
+    ("Leave the file exactly as it is.", COLORS.replace("return m1", "return m2"), "request for no change", [13]),
+    ("don't change anything, thanks", COLORS, "request for no change", []),
+    # more than that asked for, or words that are not names in the file: no check
+    ("delete hls_to_rgb and add a test", COLORS.replace("return m1", "return m2"), "", []),
+    ("remove the trailing whitespace", COLORS.replace("return m1", "return m2"), "", []),
+    ("document how to use rgb_to_hsv in the README", COLORS.replace("return m1", "return m2"), "", []),
+    ("leave the tests alone and fix _v", COLORS.replace("return m1", "return m2"), "", []),
+])
+def test_deletions_docstrings_and_no_change_that_change_other_lines(instruction, new, what, lines):
+    assert unexplained_changes(COLORS, new, instruction) == (what, lines)
 
 
 def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):

@@ -21,11 +21,11 @@ import json
 import os
 import re
 import stat
-import tokenize
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .editscope import MAX_NAMED_CHANGES, unexplained_changes, unfinished_renames
 from .errors import EditError
 from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_temp_files,
                            temp_file_pid)
@@ -36,41 +36,6 @@ KEEP_SHARE = 0.5
 MIN_LINES_FOR_DELETE_CHECK = 8
 # how many dropped definitions a warning names before it says "and N more"
 MAX_NAMED_DROPS = 4
-# how many line numbers a "still uses the old name" warning lists
-MAX_NAMED_LINES = 5
-
-# the ways people ask for a rename ("rename `a` to `b`", "a -> b", "change the name of the class
-# a to b", "call it b instead of a", "a should be called b", "replace every use of a with b");
-# names may carry backticks or quotes. Only whole identifiers count: "rename the file" is no rename.
-_ID = r"[`'\"]?([A-Za-z_][A-Za-z0-9_]*)[`'\"]?"
-_KIND = r"(?:(?:the\s+)?(?:function|class|method|variable|parameter|argument|constant|attribute|name)\s+)?"
-_RENAMES = [re.compile(p, re.IGNORECASE) for p in (
-    rf"\brename\s+{_KIND}{_ID}\s+(?:to|as|into)\s+{_ID}",
-    rf"\bchange\s+the\s+name\s+of\s+{_KIND}{_ID}\s+to\s+{_ID}",
-    rf"(?<![\w`'\"]){_ID}\s*(?:->|=>|→)\s*{_ID}",
-    rf"\b{_ID}\s+should\s+be\s+(?:called|named)\s+{_ID}",
-    rf"\breplace\s+(?:every|each|all)\s+uses?\s+of\s+{_ID}\s+with\s+{_ID}",
-)]
-_RENAMES_NEW_FIRST = re.compile(rf"\bcall\s+{_KIND}(?:it\s+)?{_ID}\s+instead\s+of\s+{_ID}", re.IGNORECASE)
-# what may surround the renames in an instruction that asks for nothing else ("please rename a
-# to b everywhere, thanks")
-_RENAME_FILLER = re.compile(
-    r"\b(?:please|pls|thanks|thank\s+you|thx|could\s+you|can\s+you|would\s+you|kindly|and|then|also|"
-    r"everywhere|throughout(?:\s+the\s+(?:file|module|code))?|in\s+the\s+(?:file|module|code)|"
-    r"all\s+(?:uses|occurrences|references)|the\s+(?:file|module))\b|\d\)|[\s.,;:!?()]",
-    re.IGNORECASE)
-# an import statement as people type it in an instruction, and the words import requests are made of
-_IMPORT_STMT = re.compile(r"\b(?:from\s+[A-Za-z_][\w.]*\s+)?import\s+(?!of\b)[A-Za-z_][\w.]*"
-                          r"(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*")
-_IMPORT_WORDS = re.compile(
-    r"\b(?:add|insert|include|also|imports?|importing|of|the|an?|to|with|other|needs?|we|file|module|"
-    r"lines?|remove|delete|drop|get|rid|take|out|unused|is|isn't|not|used|sort|sorted|put|in|"
-    r"alphabetical|alphabetically|order|alphabeti[sz]e|block|should|be|statements?|top|at|please|pls|"
-    r"thanks|thank|you|thx|and|then|could|can|would|kindly)\b|\d\)|[.,;:!?()]", re.IGNORECASE)
-# how many line numbers an "also changes" warning lists
-MAX_NAMED_CHANGES = 5
-
-
 def display_name(path: str | os.PathLike) -> str:
     """A file name fit for one line of text, whatever bytes it has."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
@@ -306,148 +271,6 @@ def dropped_definitions(old: str, new: str, instruction: str | None = None) -> l
         if re.search(rf"(?<![A-Za-z0-9_]){re.escape(bare)}(?![A-Za-z0-9_])", said, re.IGNORECASE):
             continue
         out.append(q)
-    return out
-
-
-def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
-    """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
-    said = instruction or ""
-    found = [(m.start(), m.group(1), m.group(2)) for p in _RENAMES for m in p.finditer(said)]
-    found += [(m.start(), m.group(2), m.group(1)) for m in _RENAMES_NEW_FIRST.finditer(said)]
-    out: list[tuple[str, str]] = []
-    for _, old, new in sorted(found):
-        if old != new and (old, new) not in out:
-            out.append((old, new))
-    return out
-
-
-def _only_renames(instruction: str | None) -> bool:
-    """Whether the instruction asks for renames and nothing else."""
-    said = instruction or ""
-    spans = [m.span() for p in (*_RENAMES, _RENAMES_NEW_FIRST) for m in p.finditer(said)]
-    if not spans:
-        return False
-    keep = list(said)
-    for a, b in spans:
-        keep[a:b] = [" "] * (b - a)
-    return _RENAME_FILLER.sub("", "".join(keep)) == ""
-
-
-def _import_lines(text: str) -> set[int] | None:
-    """The lines (1-based) of the top-level import statements of Python source, continuation
-    lines included; None when it does not parse."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    out: set[int] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return out
-
-
-def _only_imports(instruction: str | None, old: str, new: str) -> bool:
-    """Whether the instruction asks only to add, remove or sort imports ("add `import math` to the
-    imports", "drop the import of os", "sort the imports, thanks"): once the import statements,
-    the words such requests are made of and the module names the file imports are taken out,
-    nothing is left."""
-    plain = (instruction or "").replace("`", " ")
-    said = _IMPORT_STMT.sub(" ", plain)
-    if said == plain and not re.search(r"\bimports?\b|\balphabeti[sz]e\b", plain, re.IGNORECASE):
-        return False  # no import statement, no word about imports: not an import request
-    rest = _IMPORT_WORDS.sub(" ", said).split()
-    named = {w for line in (old + "\n" + new).splitlines() if line.startswith(("import ", "from "))
-             for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", line)}
-    return all(w.strip(".,;:!?()'\"") in named for w in rest)
-
-
-def unexplained_changes(old: str, new: str, instruction: str | None, python: bool = True) -> tuple[str, list[int]]:
-    """For an instruction that asks only for renames, or (Python) only for import changes: what it
-    asks for ("rename", "import change") and the lines of `new` that changed for another reason.
-    A line changed by a rename is explained when it equals the old one once every old and new
-    name in both is masked; by an import change, when it is (part of) a top-level import
-    statement or blank, on the side it is on. ("", []) for any other instruction."""
-    a, b = old.splitlines(), new.splitlines()
-    if _only_renames(instruction):
-        what = "rename"
-        pairs = asked_renames(instruction)
-        names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
-        word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
-        ma, mb = [word.sub("\0", line) for line in a], [word.sub("\0", line) for line in b]
-        ok_a = ok_b = set()
-    elif python and _only_imports(instruction, old, new):
-        what = "import change"
-        ia, ib = _import_lines(old), _import_lines(new)
-        if ia is None or ib is None:
-            return "", []
-        ma, mb = a, b
-        ok_a = ia | {i + 1 for i, line in enumerate(a) if not line.strip()}
-        ok_b = ib | {i + 1 for i, line in enumerate(b) if not line.strip()}
-    else:
-        return "", []
-    out: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a]
-        bad_new = [j for j in range(j1 + 1, j2 + 1) if j not in ok_b]
-        out.update(bad_new)
-        if bad_old and not bad_new:  # an old line gone: said where it was, in the new file
-            out.add(min(j1 + 1, max(1, len(b))))
-    return what, sorted(out)
-
-
-def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
-    """The lines where `name` is used: in Python, as an identifier or as a whole string literal
-    (an `__all__` entry, `getattr(obj, "name")`), not in comments or prose, and not after a dot
-    (`d.items()` may be another object's attribute of the same name); elsewhere, as a whole word.
-    None when Python source does not tokenize."""
-    if not python:
-        word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
-        return [text.count("\n", 0, m.start()) + 1 for m in word.finditer(text)]
-    import io
-
-    lines = []
-    after_dot = False
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
-                            tokenize.DEDENT):
-                continue
-            dot, after_dot = after_dot, tok.type == tokenize.OP and tok.string == "."
-            if tok.type == tokenize.NAME and tok.string == name and not dot:
-                lines.append(tok.start[0])
-            elif tok.type == tokenize.STRING and tok.string[-1:] in "'\"" and \
-                    tok.string.lstrip("rRbBuU").strip("'\"") == name:
-                lines.append(tok.start[0])
-    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return lines
-
-
-def unfinished_renames(old: str, new: str, instruction: str | None, python: bool = True) -> list[str]:
-    """One line per rename the instruction asks for that the rewrite did not finish: the old name
-    is still used (with the lines), or was never in the file. Empty when nothing was asked."""
-    out = []
-    for was, becomes in asked_renames(instruction):
-        before = _name_lines(old, was, python)
-        after = _name_lines(new, was, python)
-        if before is None or after is None:
-            continue
-        if not before:
-            if new != old:
-                out.append(f"the instruction renames {was}, which the file never uses")
-            continue
-        if after:
-            shown = ", ".join(str(n) for n in after[:MAX_NAMED_LINES])
-            more = ", ..." if len(after) > MAX_NAMED_LINES else ""
-            where = "line" if len(after) == 1 else "lines"
-            out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
-                       f"renames to {becomes}")
     return out
 
 

@@ -1,0 +1,276 @@
+"""What an instruction asks of a rewrite, and whether the rewrite stayed within it.
+
+`strata edit` asks a model for a whole new file; a small model can do what was asked and change
+something else on the way (its own idea of a function beats the file), and the result still
+parses. For instructions whose whole effect can be read off the text (a rename, an import
+change, deleting named definitions, adding a docstring, "change nothing"), these checks find
+the lines a rewrite changed that the instruction does not explain, and renames left half done.
+An instruction that asks for anything else gets no check (never a false alarm from guessing):
+the words around the request must all be ones such requests are made of.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import re
+import tokenize
+import warnings
+
+# how many line numbers a "still uses the old name" warning lists
+MAX_NAMED_LINES = 5
+
+# the ways people ask for a rename ("rename `a` to `b`", "a -> b", "change the name of the class
+# a to b", "call it b instead of a", "a should be called b", "replace every use of a with b");
+# names may carry backticks or quotes. Only whole identifiers count: "rename the file" is no rename.
+_ID = r"[`'\"]?([A-Za-z_][A-Za-z0-9_]*)[`'\"]?"
+_KIND = r"(?:(?:the\s+)?(?:function|class|method|variable|parameter|argument|constant|attribute|name)\s+)?"
+_RENAMES = [re.compile(p, re.IGNORECASE) for p in (
+    rf"\brename\s+{_KIND}{_ID}\s+(?:to|as|into)\s+{_ID}",
+    rf"\bchange\s+the\s+name\s+of\s+{_KIND}{_ID}\s+to\s+{_ID}",
+    rf"(?<![\w`'\"]){_ID}\s*(?:->|=>|→)\s*{_ID}",
+    rf"\b{_ID}\s+should\s+be\s+(?:called|named)\s+{_ID}",
+    rf"\breplace\s+(?:every|each|all)\s+uses?\s+of\s+{_ID}\s+with\s+{_ID}",
+)]
+_RENAMES_NEW_FIRST = re.compile(rf"\bcall\s+{_KIND}(?:it\s+)?{_ID}\s+instead\s+of\s+{_ID}", re.IGNORECASE)
+# what may surround the renames in an instruction that asks for nothing else ("please rename a
+# to b everywhere, thanks")
+_RENAME_FILLER = re.compile(
+    r"\b(?:please|pls|thanks|thank\s+you|thx|could\s+you|can\s+you|would\s+you|kindly|and|then|also|"
+    r"everywhere|throughout(?:\s+the\s+(?:file|module|code))?|in\s+the\s+(?:file|module|code)|"
+    r"all\s+(?:uses|occurrences|references)|the\s+(?:file|module))\b|\d\)|[\s.,;:!?()]",
+    re.IGNORECASE)
+# an import statement as people type it in an instruction, and the words import requests are made of
+_IMPORT_STMT = re.compile(r"\b(?:from\s+[A-Za-z_][\w.]*\s+)?import\s+(?!of\b)[A-Za-z_][\w.]*"
+                          r"(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*")
+_IMPORT_WORDS = re.compile(
+    r"\b(?:add|insert|include|also|imports?|importing|of|the|an?|to|with|other|needs?|we|file|module|"
+    r"lines?|remove|delete|drop|get|rid|take|out|unused|is|isn't|not|used|sort|sorted|put|in|"
+    r"alphabetical|alphabetically|order|alphabeti[sz]e|block|should|be|statements?|top|at|please|pls|"
+    r"thanks|thank|you|thx|and|then|could|can|would|kindly)\b|\d\)|[.,;:!?()]", re.IGNORECASE)
+# how many line numbers an "also changes" warning lists
+MAX_NAMED_CHANGES = 5
+
+
+# the words around a request to delete definitions, add a docstring, or change nothing
+_POLITE = r"please|pls|thanks|thank|you|thx|could|can|would|kindly"
+_DELETE_VERB = re.compile(r"\b(?:delete|remove|drop|get\s+rid\s+of|take\s+out|strip)\b", re.IGNORECASE)
+_DELETE_WORDS = re.compile(
+    rf"\b(?:delete|remove|drop|get|rid|of|take|out|strip|the|a|an|function|functions|method|methods|class|"
+    rf"classes|def|from|in|it|them|is|are|dead|code|unused|not|used|no|longer|needed|and|both|{_POLITE})\b"
+    rf"|[.,;:!?()`'\"]", re.IGNORECASE)
+_DOCSTRING = re.compile(r"\bdocstrings?\b|\bdocument\b", re.IGNORECASE)
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'|“[^”]*”")
+_DOCSTRING_WORDS = re.compile(
+    rf"\b(?:add|give|put|write|insert|document|docstrings?|the|a|an|one|with|to|of|for|as|needs?|saying|"
+    rf"says|that|reads|function|method|class|module|it|{_POLITE})\b|[.,;:!?()`]", re.IGNORECASE)
+_NO_CHANGE = re.compile(
+    r"^\W*(?:(?:please|pls)\s+)?(?:leave\s+(?:the\s+file\s+|it\s+)?(?:exactly\s+)?(?:as\s+it\s+is|alone|unchanged)|"
+    r"don'?t\s+change\s+anything|do\s+not\s+change\s+anything|no\s+changes|keep\s+(?:the\s+file|it)\s+as\s+(?:it\s+)?is|"
+    r"return\s+the\s+file\s+unchanged|make\s+no\s+(?:edits|changes)|change\s+nothing|"
+    r"output\s+the\s+file\s+without\s+changes|do\s+not\s+modify\s+(?:the\s+file|it)|"
+    r"this\s+file\s+is\s+fine,?\s+leave\s+it\s+alone|nothing\s+to\s+change(?:\s+here)?)"
+    r"(?:[\s,]*(?:please|thanks|thank\s+you|thx))?\W*$", re.IGNORECASE)
+
+
+def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
+    """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
+    said = instruction or ""
+    found = [(m.start(), m.group(1), m.group(2)) for p in _RENAMES for m in p.finditer(said)]
+    found += [(m.start(), m.group(2), m.group(1)) for m in _RENAMES_NEW_FIRST.finditer(said)]
+    out: list[tuple[str, str]] = []
+    for _, old, new in sorted(found):
+        if old != new and (old, new) not in out:
+            out.append((old, new))
+    return out
+
+
+def _only_renames(instruction: str | None) -> bool:
+    """Whether the instruction asks for renames and nothing else."""
+    said = instruction or ""
+    spans = [m.span() for p in (*_RENAMES, _RENAMES_NEW_FIRST) for m in p.finditer(said)]
+    if not spans:
+        return False
+    keep = list(said)
+    for a, b in spans:
+        keep[a:b] = [" "] * (b - a)
+    return _RENAME_FILLER.sub("", "".join(keep)) == ""
+
+
+def _only_imports(instruction: str | None, old: str, new: str) -> bool:
+    """Whether the instruction asks only to add, remove or sort imports ("add `import math` to the
+    imports", "drop the import of os", "sort the imports, thanks"): once the import statements,
+    the words such requests are made of and the module names the file imports are taken out,
+    nothing is left."""
+    plain = (instruction or "").replace("`", " ")
+    said = _IMPORT_STMT.sub(" ", plain)
+    if said == plain and not re.search(r"\bimports?\b|\balphabeti[sz]e\b", plain, re.IGNORECASE):
+        return False  # no import statement, no word about imports: not an import request
+    rest = _IMPORT_WORDS.sub(" ", said).split()
+    named = {w for line in (old + "\n" + new).splitlines() if line.startswith(("import ", "from "))
+             for w in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", line)}
+    return all(w.strip(".,;:!?()'\"") in named for w in rest)
+
+
+def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
+    """The lines where `name` is used: in Python, as an identifier or as a whole string literal
+    (an `__all__` entry, `getattr(obj, "name")`), not in comments or prose, and not after a dot
+    (`d.items()` may be another object's attribute of the same name); elsewhere, as a whole word.
+    None when Python source does not tokenize."""
+    if not python:
+        word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+        return [text.count("\n", 0, m.start()) + 1 for m in word.finditer(text)]
+    lines = []
+    after_dot = False
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
+                            tokenize.DEDENT):
+                continue
+            dot, after_dot = after_dot, tok.type == tokenize.OP and tok.string == "."
+            if tok.type == tokenize.NAME and tok.string == name and not dot:
+                lines.append(tok.start[0])
+            elif tok.type == tokenize.STRING and tok.string[-1:] in "'\"" and \
+                    tok.string.lstrip("rRbBuU").strip("'\"") == name:
+                lines.append(tok.start[0])
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return lines
+
+
+def unfinished_renames(old: str, new: str, instruction: str | None, python: bool = True) -> list[str]:
+    """One line per rename the instruction asks for that the rewrite did not finish: the old name
+    is still used (with the lines), or was never in the file. Empty when nothing was asked."""
+    out = []
+    for was, becomes in asked_renames(instruction):
+        before = _name_lines(old, was, python)
+        after = _name_lines(new, was, python)
+        if before is None or after is None:
+            continue
+        if not before:
+            if new != old:
+                out.append(f"the instruction renames {was}, which the file never uses")
+            continue
+        if after:
+            shown = ", ".join(str(n) for n in after[:MAX_NAMED_LINES])
+            more = ", ..." if len(after) > MAX_NAMED_LINES else ""
+            where = "line" if len(after) == 1 else "lines"
+            out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
+                       f"renames to {becomes}")
+    return out
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _span(node: ast.AST) -> range:
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return range(first, (node.end_lineno or node.lineno) + 1)
+
+
+def _definitions(tree: ast.Module) -> list[ast.AST]:
+    """Every function and class, nested ones too (no recursion: deep files must not blow the stack)."""
+    out, stack = [], [tree]
+    while stack:
+        for child in ast.iter_child_nodes(stack.pop()):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.append(child)
+            stack.append(child)
+    return out
+
+
+def _import_lines(tree: ast.Module) -> set[int]:
+    """The lines of the top-level import statements, continuation lines included."""
+    return {i for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for i in _span(n)}
+
+
+def _docstring_lines(tree: ast.Module) -> set[int]:
+    """The lines of the module's, classes' and functions' docstrings."""
+    out: set[int] = set()
+    for node in [tree, *_definitions(tree)]:
+        body = getattr(node, "body", [])
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            out.update(_span(body[0]))
+    return out
+
+
+def _leftover_words(text: str, *patterns: re.Pattern) -> list[str]:
+    for p in patterns:
+        text = p.sub(" ", text)
+    return text.split()
+
+
+def _blank(lines: list[str]) -> set[int]:
+    return {i + 1 for i, line in enumerate(lines) if not line.strip()}
+
+
+def unexplained_changes(old: str, new: str, instruction: str | None, python: bool = True) -> tuple[str, list[int]]:
+    """For an instruction whose whole effect can be read off the text: what it asks for (its name
+    in a warning) and the lines of `new` that changed for another reason; ("", []) for any other
+    instruction, or when the old or new Python does not parse.
+
+    - renames only: a changed line is explained when it equals the old one once every old and
+      new name in both is masked;
+    - (Python) import changes only: a changed line is part of a top-level import statement or
+      blank, on its side;
+    - (Python) deleting named functions, methods or classes only: a removed line belongs to one
+      of them (decorators included) or is blank; nothing is added but blank lines;
+    - (Python) adding or changing docstrings only: a changed line is part of a docstring or blank;
+    - "change nothing": every changed line."""
+    a, b = old.splitlines(), new.splitlines()
+    ma, mb = a, b
+    ok_a: set[int] = set()
+    ok_b: set[int] = set()
+    said = instruction or ""
+    if _NO_CHANGE.match(said):
+        what = "request for no change"
+    elif _only_renames(said):
+        what = "rename"
+        pairs = asked_renames(said)
+        names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
+        word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
+        ma, mb = [word.sub("\0", line) for line in a], [word.sub("\0", line) for line in b]
+    else:
+        ta, tb = (_parse(old), _parse(new)) if python else (None, None)
+        if ta is None or tb is None:
+            return "", []
+        if _only_imports(said, old, new):
+            what = "import change"
+            ok_a, ok_b = _import_lines(ta) | _blank(a), _import_lines(tb) | _blank(b)
+        elif _DELETE_VERB.search(said):
+            defs = _definitions(ta)
+            names = {d.name for d in defs}
+            rest = _leftover_words(said, _DELETE_WORDS)
+            if not rest or not all(w in names for w in rest):
+                return "", []
+            what = "deletion"
+            ok_a = {i for d in defs if d.name in rest for i in _span(d)} | _blank(a)
+            ok_b = _blank(b)
+        elif _DOCSTRING.search(said):
+            names = {d.name for d in _definitions(ta)}
+            rest = _leftover_words(said, _QUOTED, _DOCSTRING_WORDS)
+            if not all(w in names for w in rest):
+                return "", []
+            what = "docstring"
+            ok_a, ok_b = _docstring_lines(ta) | _blank(a), _docstring_lines(tb) | _blank(b)
+        else:
+            return "", []
+    out: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a]
+        bad_new = [j for j in range(j1 + 1, j2 + 1) if j not in ok_b]
+        out.update(bad_new)
+        if bad_old and not bad_new:  # an old line gone: said where it was, in the new file
+            out.add(min(j1 + 1, max(1, len(b))))
+    return what, sorted(out)
