@@ -3,7 +3,7 @@ transformers (CUDA eager where there is a GPU), for the H200 measurement of benc
 
     python bench/webgpu_decode.py make DIR [--preset bench|a3b] [--dtype bfloat16] [--repeat-experts]
                                            [--set key=value ...]
-    python bench/webgpu_decode.py make-gguf DIR OUT.gguf [--mix Q4_K_M|Q5_K_M|Q8_0|Q6_K]
+    python bench/webgpu_decode.py make-gguf DIR OUT.gguf [--mix Q4_K_M|Q5_K_M|Q8_0|Q6_K|IQ4_XS]
     python bench/webgpu_decode.py strata DIR|FILE.gguf --backend webgpu|cpu [--tokens 64] [--max-seconds S]
                                            [--window-cost 4,8] [--warm-prompt N] [--label NAME]
     python bench/webgpu_decode.py hf DIR [--device cuda] [--tokens 64] [--max-seconds S] [--label NAME]
@@ -147,6 +147,7 @@ GGUF_MIXES = {
     "Q5_K_M": ("Q5_K", {r"attn_v|ffn_down|^output\.": "Q6_K"}, "Q5_1"),
     "Q6_K": ("Q6_K", {}, "Q8_0"),
     "Q8_0": ("Q8_0", {}, "F16"),
+    "IQ4_XS": ("IQ4_XS", {r"^output\.": "Q6_K"}, "Q5_0"),  # our quantizer (gguf_helpers), not llama.cpp's search
 }
 
 

@@ -1,4 +1,4 @@
-// Matmuls over the GGUF block formats (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), in the CPU
+// Matmuls over the GGUF block formats (Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS), in the CPU
 // backend's scheme (engine_ext/cpu/quant/dot_int8.cpp), so that both compute the same numbers:
 //
 // 1. `quantize_rows`: each input row is quantized to int8 per block of ABLK values exactly as the
@@ -16,7 +16,7 @@
 //    each window row has its own accumulators: y[t] never depends on T or the other rows.
 //
 // Weights are the GGUF blocks repacked on upload (engine_ext/webgpu/quant_layout.cpp) into u32
-// words: Q4_K, Q5_K and Q5_1 blocks are already whole words and stay as GGUF lays them out; Q8_0,
+// words: Q4_K, Q5_K, Q5_1 and IQ4_XS blocks are already whole words and stay as GGUF lays them out; Q8_0,
 // Q5_0 and Q6_K blocks lose their f16 scale `d`, which moves to a region of f16 pairs after the
 // row's blocks (word D_REGION + b / 2 of the row), so every block starts on a word.
 //
@@ -70,7 +70,7 @@ fn quantize_rows(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgro
 
 // ---- 2. the matmul -------------------------------------------------------------------------------
 
-const FMT: u32 = {{FMT}}u;  // 0 Q8_0, 1 Q5_0, 2 Q5_1, 3 Q4_K, 4 Q5_K, 5 Q6_K
+const FMT: u32 = {{FMT}}u;  // 0 Q8_0, 1 Q5_0, 2 Q5_1, 3 Q4_K, 4 Q5_K, 5 Q6_K, 6 IQ4_XS
 const LANES: u32 = {{LANES}}u;  // 32 for the 32-blocks, 8 for the 256-blocks
 const BW: u32 = {{BW}}u;  // payload words per weight block
 const D_REGION: u32 = {{D_REGION}}u;  // 1: the blocks' f16 scales follow the row's blocks
@@ -109,6 +109,18 @@ var<private> act_eoff: u32;
 fn act_q(t: u32, word: u32) -> u32 { return xq[t * (act_k / 4u) + word]; }
 fn act_d(t: u32, blk: u32) -> f32 { return bitcast<f32>(xq[act_doff + t * (act_k / ABLK) + blk]); }
 fn act_e(t: u32, g32: u32) -> u32 { return xq[act_eoff + t * (act_k / 32u) + g32]; }
+
+// IQ4_XS's 16 levels (ggml's kvalues_iq4nl: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69
+// 89 113) as signed bytes, four to a word; iq4_codes: the int8 weights of the four nibbles of `n`
+// (element i in nibble i and byte i)
+fn iq4_level(n: u32) -> u32 {
+    let word = select(select(0xbfad9881u, 0xf6eaddcfu, n >= 4u), select(0x26190d01u, 0x71594535u, n >= 12u), n >= 8u);
+    return (word >> (8u * (n & 3u))) & 0xffu;
+}
+fn iq4_codes(n: u32) -> u32 {
+    return iq4_level(n & 0xfu) | (iq4_level((n >> 8u) & 0xfu) << 8u) | (iq4_level((n >> 16u) & 0xfu) << 16u) |
+           (iq4_level(n >> 24u) << 24u);
+}
 
 // The five-bit codes of elements 4l..4l+3 of a Q5_0 / Q5_1 block: qh (bit i: element i's fifth
 // bit) and the nibble words qs[0..3] (elements 0-15 low nibbles, 16-31 high nibbles).
@@ -191,6 +203,18 @@ fn row_dots(lid: u32, live: bool, base: u32, nb: u32, t0: u32, nt: u32) {
                     sc[k] = i32(sw[si / 4u] << (24u - 8u * (si % 4u))) >> 24u;
                 }
                 dw = block_d(base, nb, s);
+            } else if (FMT == 6u) {  // IQ4_XS: d, scales_h (word 0), scales_l (word 1), 128 bytes of nibbles
+                // sub-block k's 32 weights: bytes 16k..16k+15, low nibbles first then high ones; lane l
+                // takes elements 4l..4l+3: the low (l < 4) or high nibbles of the word 2 + 4k + l % 4
+                let h = w(blk) >> 16u;
+                let sl = w(blk + 1u);
+                for (var k = 0u; k < 8u; k++) {
+                    let q = w(blk + 2u + 4u * k + l % 4u);
+                    wq[k] = iq4_codes(select((q >> 4u) & 0x0f0f0f0fu, q & 0x0f0f0f0fu, l < 4u));
+                    let ls = ((sl >> (4u * k)) & 0xfu) | (((h >> (2u * k)) & 3u) << 4u);
+                    sc[k] = i32(ls) - 32i;
+                }
+                dw = half_to_f32(w(blk) & 0xffffu);
             } else {  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (Q5_K: 32 bytes of fifth bits), nibbles
                 let qs = select(4u, 12u, FMT == 4u);
                 let qh = select(0u, w(blk + 4u + l), FMT == 4u);
@@ -226,7 +250,7 @@ fn row_dots(lid: u32, live: bool, base: u32, nb: u32, t0: u32, nt: u32) {
                 }
                 let dx = act_d(t0 + j, s);
                 acc[j] = fma(f32(isum), dw * dx, acc[j]);
-                if (FMT != 5u && l == 0u) {
+                if (FMT != 5u && FMT != 6u && l == 0u) {
                     var msum = 0i;
                     for (var k = 0u; k < 8u; k++) { msum = msum + mn[k] * bitcast<i32>(act_e(t0 + j, s * 8u + k)); }
                     ext[j] = ext[j] + (dmin * dx) * f32(msum);

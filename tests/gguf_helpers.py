@@ -98,6 +98,37 @@ def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     return out.reshape(rows, cols // 256 * 144)
 
 
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+
+
+def quantize_iq4_xs(x: np.ndarray) -> np.ndarray:
+    """IQ4_XS blocks of a (rows, cols) f32 matrix, cols a multiple of 256: a plain quantizer of
+    our own (not llama.cpp's search), enough for tests: each 32-weight sub-block's scale is its
+    largest magnitude over 127, as a multiple m (1..31, negated in odd sub-blocks) of the block's
+    d = largest of them / 31; each weight the nearest of the 16 levels times d * m. Block: f16 d, u16 high scale bits, 4 bytes of low
+    scale nibbles, 128 bytes of level nibbles (low nibbles weights 0-15 of a sub-block, high
+    16-31); a stored scale is m + 32."""
+    rows, cols = x.shape
+    b = x.astype(np.float32).reshape(-1, 8, 32)
+    sub = np.abs(b).max(axis=2) / 127.0                                   # (blocks, 8)
+    d = (sub.max(axis=1) / 31.0).astype(np.float16)                       # (blocks,)
+    df = d.astype(np.float32)
+    m = np.clip(np.rint(np.divide(sub, df[:, None], out=np.zeros_like(sub), where=df[:, None] > 0)), 1, 31)
+    m[:, 1::2] *= -1  # odd sub-blocks with negative scales (stored below 32), as real files have
+    step = (df[:, None] * m)[..., None]                                   # (blocks, 8, 1)
+    target = np.divide(b, step, out=np.zeros_like(b), where=step > 0)
+    q = np.abs(target[..., None] - IQ4_LEVELS).argmin(axis=-1).astype(np.uint8)  # (blocks, 8, 32)
+    ls = (m + 32).astype(np.uint16)                                       # (blocks, 8), 6 bits
+    high = np.zeros(len(b), np.uint16)
+    for j in range(8):
+        high |= ((ls[:, j] >> 4) & 3) << (2 * j)
+    low = (ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)                  # (blocks, 4)
+    qs = (q[:, :, :16] | (q[:, :, 16:] << 4)).reshape(-1, 128)
+    out = np.concatenate([d.view(np.uint8).reshape(-1, 2), high.view(np.uint8).reshape(-1, 2),
+                          low.astype(np.uint8), qs], axis=1)
+    return out.reshape(rows, cols // 256 * 136)
+
+
 def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray, GT]:
     """A 2-D f32 matrix in the requested format, or in `fallback` (F32; F16 as llama.cpp's
     quantizer does at Q8_0; Q5_0 / Q5_1 / Q8_0, as it does for K-quant rows of 32-multiples)
@@ -110,12 +141,7 @@ def encode(x: np.ndarray, qtype: str, fallback: str = "F32") -> tuple[np.ndarray
         quantize = kquants.quantize_q5_k if qtype == "Q5_K" else kquants.quantize_q6_k
         return np.frombuffer(quantize(x), np.uint8).reshape(x.shape[0], -1), getattr(GT, qtype)
     if x.ndim == 2 and qtype == "IQ4_XS" and x.shape[1] % 256 == 0:
-        # no quantizer here: valid blocks of random levels and small scales (x only gives the
-        # shape), for tests of what a backend without IQ4_XS kernels says
-        rng = np.random.default_rng(x.shape[0] * 7919 + x.shape[1])
-        raw = rng.integers(0, 256, (x.shape[0], x.shape[1] // 256, 136), dtype=np.uint8)
-        raw[:, :, 0:2] = rng.uniform(0.001, 0.01, raw.shape[:2]).astype(np.float16)[..., None].view(np.uint8)
-        return raw.reshape(x.shape[0], -1), GT.IQ4_XS
+        return quantize_iq4_xs(x), GT.IQ4_XS
     if x.ndim >= 2 and qtype in ("Q8_0", "Q5_0", "Q5_1", "F16", "BF16") and x.shape[-1] % 32 == 0:
         t = getattr(GT, qtype)
         return quants.quantize(x, t), t

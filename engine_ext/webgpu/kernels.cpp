@@ -33,11 +33,12 @@ WeightFormat parse_weight_format(const std::string& name) {
     static const std::pair<const char*, WeightFormat> names[] = {
         {"f32", WeightFormat::F32},   {"f16", WeightFormat::F16},   {"bf16", WeightFormat::BF16},
         {"q8_0", WeightFormat::Q8_0}, {"q5_0", WeightFormat::Q5_0}, {"q5_1", WeightFormat::Q5_1},
-        {"q4_k", WeightFormat::Q4_K}, {"q5_k", WeightFormat::Q5_K}, {"q6_k", WeightFormat::Q6_K}};
+        {"q4_k", WeightFormat::Q4_K}, {"q5_k", WeightFormat::Q5_K}, {"q6_k", WeightFormat::Q6_K},
+        {"iq4_xs", WeightFormat::IQ4_XS}};
     for (const auto& [s, f] : names)
         if (n == s) return f;
     throw std::invalid_argument("webgpu: unsupported weight format '" + name +
-                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k)");
+                                "' (f32, f16, bf16, q8_0, q5_0, q5_1, q4_k, q5_k, q6_k, iq4_xs)");
 }
 
 namespace {

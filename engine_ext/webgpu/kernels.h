@@ -12,7 +12,7 @@
 namespace strata::webgpu {
 
 // The float formats, then the GGUF block formats (quant_layout.h: their device rows).
-enum class WeightFormat { F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+enum class WeightFormat { F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS };
 // "f32" | "f16" | "bf16" | "q8_0" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" (any case)
 WeightFormat parse_weight_format(const std::string& name);
 

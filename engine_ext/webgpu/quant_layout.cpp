@@ -14,12 +14,13 @@ const QuantLayout kQ5_1{2, 32, 24, 6, -1, true};
 const QuantLayout kQ4_K{3, 256, 144, 36, -1, false};
 const QuantLayout kQ5_K{4, 256, 176, 44, -1, false};
 const QuantLayout kQ6_K{5, 256, 210, 52, 208, false};
+const QuantLayout kIQ4_XS{6, 256, 136, 34, -1, false};
 
 }  // namespace
 
 bool is_quant(WeightFormat f) {
     return f == WeightFormat::Q8_0 || f == WeightFormat::Q5_0 || f == WeightFormat::Q5_1 || f == WeightFormat::Q4_K ||
-           f == WeightFormat::Q5_K || f == WeightFormat::Q6_K;
+           f == WeightFormat::Q5_K || f == WeightFormat::Q6_K || f == WeightFormat::IQ4_XS;
 }
 
 const QuantLayout& quant_layout(WeightFormat f) {
@@ -30,6 +31,7 @@ const QuantLayout& quant_layout(WeightFormat f) {
         case WeightFormat::Q4_K: return kQ4_K;
         case WeightFormat::Q5_K: return kQ5_K;
         case WeightFormat::Q6_K: return kQ6_K;
+        case WeightFormat::IQ4_XS: return kIQ4_XS;
         default: throw std::invalid_argument("webgpu: not a block format");
     }
 }

@@ -1,7 +1,7 @@
 // GGUF block formats on the webgpu backend: how a quantized weight row is laid out on the device
 // (shaders/matmul_quant.wgsl reads it) and what the kernels need to know per format. GGUF blocks
 // are not all whole 32-bit words (Q8_0 is 34 bytes, Q5_0 22, Q6_K 210), so rows are repacked on
-// upload: Q4_K, Q5_K and Q5_1 blocks are whole words already and keep GGUF's bytes; Q8_0, Q5_0 and
+// upload: Q4_K, Q5_K, Q5_1 and IQ4_XS blocks are whole words already and keep GGUF's bytes; Q8_0, Q5_0 and
 // Q6_K blocks lose their f16 scale `d`, which moves to a region of f16 pairs after the row's
 // blocks. No value changes, and the device row is the stored row's size rounded up to a word
 // (plus at most one pad f16).
@@ -13,7 +13,7 @@
 namespace strata::webgpu {
 
 struct QuantLayout {
-    int fmt_id;             // the shader's FMT: 0 Q8_0, 1 Q5_0, 2 Q5_1, 3 Q4_K, 4 Q5_K, 5 Q6_K
+    int fmt_id;             // the shader's FMT: 0 Q8_0, 1 Q5_0, 2 Q5_1, 3 Q4_K, 4 Q5_K, 5 Q6_K, 6 IQ4_XS
     uint32_t block_elems;   // weights per block (32 or 256); also the activation block
     uint32_t block_bytes;   // GGUF bytes per block
     uint32_t payload_words; // device words per block (without a moved scale)

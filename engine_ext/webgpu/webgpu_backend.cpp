@@ -22,6 +22,7 @@ WeightFormat to_weight_format(WFormat f) {
         case WFormat::Q4_K: return WeightFormat::Q4_K;
         case WFormat::Q5_K: return WeightFormat::Q5_K;
         case WFormat::Q6_K: return WeightFormat::Q6_K;
+        case WFormat::IQ4_XS: return WeightFormat::IQ4_XS;
         default:
             throw std::runtime_error(std::string("webgpu: no kernel for ") + format_info(f).name + " weights");
     }
@@ -309,7 +310,7 @@ uint32_t table_experts(const Backend::MoeExpertsArgs& a) {
 // The block formats of shaders/matmul_quant.wgsl.
 bool quant_matmul_format(WFormat f) {
     return f == WFormat::Q8_0 || f == WFormat::Q5_0 || f == WFormat::Q5_1 || f == WFormat::Q4_K || f == WFormat::Q5_K ||
-           f == WFormat::Q6_K;
+           f == WFormat::Q6_K || f == WFormat::IQ4_XS;
 }
 
 // The CPU's dequantizer for a block format (the embedding rows of a quantized table are made
