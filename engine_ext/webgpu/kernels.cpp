@@ -134,11 +134,15 @@ Kernels::Kernels(Device& device) : device_(device) {
 
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
     extra["WG"] = std::to_string(kWorkgroup);
-    if (file.rfind("matmul", 0) == 0) {
+    if (file.rfind("matmul", 0) == 0 && !extra.count("ROWS")) {
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
     }
     return device_.pipeline(file, entry, extra);
+}
+
+bool Kernels::head_lanes4(uint32_t rows, uint32_t T) const {
+    return rows_file_ == "matmul_rows_lanes.wgsl" && rows >= kHeadRows && T >= 2 && T <= kTokenBlock;
 }
 
 uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
@@ -174,12 +178,19 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
     bool half = m.format != WeightFormat::F32;
     bool v4 = half && m.row_words % 4 == 0 && uint64_t(m.cols) == 2ull * m.row_words;
     const char* entry = !half ? "matmul_f32" : v4 ? "matmul_half_v4" : "matmul_half";
-    const Pipeline& pl = pipeline("matmul.wgsl", entry,
-                                  {{"TB", std::to_string(kTokenBlock)},
-                                   {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}});
+    ShaderDefines defs = {{"TB", std::to_string(kTokenBlock)}, {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}};
+    // the output head at T = 2..8 under the lanes loop: lanes4, the same bits with x read once per
+    // 4 weight rows
+    uint32_t rb = rb_;
+    if (v4 && head_lanes4(m.rows, T)) {
+        defs["ROWS"] = "matmul_rows_lanes4.wgsl";
+        defs["RB"] = std::to_string(kLanes4Rows);
+        rb = kLanes4Rows;
+    }
+    const Pipeline& pl = pipeline("matmul.wgsl", entry, defs);
     uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (auto& c : m.chunks) {
-        uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
+        uint32_t groups = v4 ? (c.rows + rb - 1) / rb : c.rows;  // v4: rb rows per workgroup
         uint32_t gx = std::min(groups, max_groups);
         uint32_t gy = (groups + gx - 1) / gx;
         struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4; } p{
@@ -189,8 +200,8 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
         if (r.profiling())
-            r.annotate(std::string(entry) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + " T" +
-                           std::to_string(T), c.bytes);
+            r.annotate(std::string(entry) + (rb != rb_ ? " lanes4 " : " ") + std::to_string(m.rows) + "x" +
+                           std::to_string(m.cols) + " T" + std::to_string(T), c.bytes);
     }
 }
 

@@ -190,6 +190,11 @@ private:
     void norm_with(Recorder& r, const char* entry, const char* z_name, const BufRef& x, const BufRef& z,
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
+    // A matrix of at least kHeadRows rows is an output head (no projection is that tall): under
+    // the lanes loop its T = 2..8 matmuls run the lanes4 loop (kLanes4Rows rows per workgroup).
+    static constexpr uint32_t kHeadRows = 32768;
+    static constexpr uint32_t kLanes4Rows = 16;
+    bool head_lanes4(uint32_t rows, uint32_t T) const;
     Device& device_;
     std::string rows_file_ = "matmul_rows_lanes.wgsl";
     uint32_t rb_ = 4;
