@@ -18,6 +18,8 @@ struct Params {
     x_off: u32,      // first float of x in its buffer
     y_off: u32,      // first float of y in its buffer
     x_vec4: u32,     // 1: x_off and x_stride are multiples of 4 (rows_dot may read x as vec4)
+    slices: u32,     // matmul_half_v4: workgroups per RB weight rows, each on t_per rows of x
+    t_per: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -99,17 +101,23 @@ fn matmul_half(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup
 }
 
 // f16 and bf16 rows of a whole number of vec4<u32> (K a multiple of 8): eight values per load,
-// RB weight rows per workgroup, x staged in workgroup memory: the loop of matmul_rows.wgsl
-// (shared with matmul_gathered.wgsl).
+// RB weight rows per workgroup, the row loop ROWS (shared with matmul_gathered.wgsl). Window-row
+// split: `slices` consecutive workgroups share RB weight rows, workgroup s of them computing
+// rows s * t_per .. of x (slices = 1, t_per = T: all of them). A narrow matrix (few row groups)
+// so fills the GPU at T > 1; rows_dot sums each x row on its own, so a row's bits are the same
+// in any slice.
 @compute @workgroup_size({{WG}})
 fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let lid = lid3.x;
-    let n0 = (wid.y * p.groups_x + wid.x) * RB;  // RB weight rows per workgroup
+    let g = wid.y * p.groups_x + wid.x;
+    let n0 = (g / p.slices) * RB;  // RB weight rows per workgroup
     if (n0 >= p.N) { return; }
     let nr = min(RB, p.N - n0);
     let quads = p.row_words / 4u;
-    for (var t0 = 0u; t0 < p.T; t0 += TB) {
-        let nt = min(TB, p.T - t0);
+    let t_lo = (g % p.slices) * p.t_per;
+    let t_hi = min(p.T, t_lo + p.t_per);
+    for (var t0 = t_lo; t0 < t_hi; t0 += TB) {
+        let nt = min(TB, t_hi - t0);
         rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt, p.x_vec4);
         for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
             let r = e / nt;

@@ -8,7 +8,8 @@
 // groups rows, q/k/v, the router with the shared expert). Job j's matrix is a chunk at vec4
 // index w_quad of weight buffer `buffer`, its rows of x start at x_off with stride x_stride and
 // its outputs at y_off with stride y_stride. Workgroup g of the dispatch computes rows
-// (g - first) * RB .. + RB of the last job whose first workgroup `first` is <= g.
+// ((g - first) / slices) * RB .. + RB of the last job whose first workgroup `first` is <= g,
+// for x rows ((g - first) % slices) * t_per .. + t_per (the job's window-row split).
 //
 // matmul_half_v4_routed: matrices chosen on the device by the router's ids, with no readback:
 // pair p (token p / k, rank p % k) takes expert e = ids[ids_off + p] and matrix table[e * 3 +
@@ -38,8 +39,8 @@ fn load_w(b: u32, i: u32) -> vec4<u32> {
 
 struct Job {
     w: vec4<u32>,  // (first workgroup, rows, weight buffer, vec4 index of the matrix)
-    x: vec4<u32>,  // (T, x_off, x_stride, -)
-    y: vec4<u32>,  // (y_off, y_stride, -, -)
+    x: vec4<u32>,  // (T, x_off, x_stride, t_per)
+    y: vec4<u32>,  // (y_off, y_stride, slices, -)
 }
 struct GatherParams {
     K: u32,
@@ -66,12 +67,15 @@ fn matmul_half_v4_gathered(@builtin(local_invocation_id) lid3: vec3<u32>, @built
         if (gp.jobs[mid].w.x <= g) { lo = mid; } else { hi = mid; }
     }
     let job = gp.jobs[lo];
-    let n0 = (g - job.w.x) * RB;
+    // window-row split as in matmul_half_v4: `slices` workgroups per RB rows, t_per x rows each
+    let slices = job.y.z;
+    let n0 = ((g - job.w.x) / slices) * RB;
     let nr = min(RB, job.w.y - n0);
-    let T = job.x.x;
+    let t_lo = ((g - job.w.x) % slices) * job.x.w;
+    let t_hi = min(job.x.x, t_lo + job.x.w);
     let quads = gp.row_words / 4u;
-    for (var t0 = 0u; t0 < T; t0 += TB) {
-        let nt = min(TB, T - t0);
+    for (var t0 = t_lo; t0 < t_hi; t0 += TB) {
+        let nt = min(TB, t_hi - t0);
         rows_dot(lid, job.w.z, job.w.w + n0 * quads, quads, nr, job.x.y + t0 * job.x.z, job.x.z, nt, gp.x_vec4);
         for (var e = lid; e < nr * nt; e += WG) {  // RB * TB may exceed WG
             let r = e / nt;

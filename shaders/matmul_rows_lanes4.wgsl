@@ -1,8 +1,9 @@
 // The lanes row loop (matmul_rows_lanes.wgsl) with 4 weight rows per thread
-// (STRATA_WEBGPU_XLOAD=lanes4): RB = 16 rows per workgroup, 4 groups of LANES = 16 threads, each
-// group on 4 consecutive rows. A thread loads its quad of each of its 4 rows, then each x row's 8
-// values once for all 4: x is read a quarter as often as in the lanes loop, which matters for
-// T > 1 (each quad meets up to 8 rows of x). Each row's arithmetic is the lanes loop's: lane
+// (STRATA_WEBGPU_XLOAD=lanes4, and the output head at T = 2..8 under the default lanes loop):
+// RB = 16 rows per workgroup, 4 groups of LANES = 16 threads, each group on 4 consecutive rows.
+// A thread loads four quads of each of its 4 rows (16 loads in flight, as the lanes loop has 4),
+// then each x row's 8 values once per quad for all 4 rows: x is read a quarter as often as in
+// the lanes loop, which matters for T > 1 (each quad meets up to 8 rows of x). Each row's arithmetic is the lanes loop's: lane
 // `lane` sums the row's quads lane, lane + 16, ... in increasing order, each adding
 // dot(w_lo, x_lo) + dot(w_hi, x_hi), then the same halving tree over the 16 lane sums; so the
 // two loops give the same bits.
@@ -56,47 +57,82 @@ fn row_result(r: u32, j: u32) -> f32 {
     return partial[(j * RPT + r % RPT) * WG + (r / RPT) * LANES];
 }
 
+// The 8 x rows' accumulators: component u of a_j is the thread's row u against x row j.
+struct Acc {
+    a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>,
+    a4: vec4<f32>, a5: vec4<f32>, a6: vec4<f32>, a7: vec4<f32>,
+}
+
+// One quad of each of the 4 rows (w0..w3) against the nt rows of x at xb, xb + xs, ...
+fn add_quads(acc: ptr<function, Acc>, w0: W8, w1: W8, w2: W8, w3: W8, xb: u32, xs: u32, nt: u32, xv: u32) {
+    (*acc).a0 = (*acc).a0 + terms(w0, w1, w2, w3, xb, xv);
+    if (nt > 1u) { (*acc).a1 = (*acc).a1 + terms(w0, w1, w2, w3, xb + xs, xv); }
+    if (nt > 2u) { (*acc).a2 = (*acc).a2 + terms(w0, w1, w2, w3, xb + 2u * xs, xv); }
+    if (nt > 3u) { (*acc).a3 = (*acc).a3 + terms(w0, w1, w2, w3, xb + 3u * xs, xv); }
+    if (nt > 4u) { (*acc).a4 = (*acc).a4 + terms(w0, w1, w2, w3, xb + 4u * xs, xv); }
+    if (nt > 5u) { (*acc).a5 = (*acc).a5 + terms(w0, w1, w2, w3, xb + 5u * xs, xv); }
+    if (nt > 6u) { (*acc).a6 = (*acc).a6 + terms(w0, w1, w2, w3, xb + 6u * xs, xv); }
+    if (nt > 7u) { (*acc).a7 = (*acc).a7 + terms(w0, w1, w2, w3, xb + 7u * xs, xv); }
+}
+
 fn rows_dot(lid: u32, buf: u32, base: u32, quads: u32, nr: u32, x0: u32, xs: u32, nt: u32, xv: u32) {
     let g = lid / LANES;
     let lane = lid % LANES;
     let r0 = g * RPT;
-    // accumulators by x row j, component u = the thread's row u
-    var a0 = vec4<f32>(0.0);
-    var a1 = vec4<f32>(0.0);
-    var a2 = vec4<f32>(0.0);
-    var a3 = vec4<f32>(0.0);
-    var a4 = vec4<f32>(0.0);
-    var a5 = vec4<f32>(0.0);
-    var a6 = vec4<f32>(0.0);
-    var a7 = vec4<f32>(0.0);
+    let z = vec4<f32>(0.0);
+    var acc = Acc(z, z, z, z, z, z, z, z);
     if (r0 < nr) {
         let wr = base + r0 * quads;
-        for (var i = lane; i < quads; i += LANES) {
-            let w0 = decode(load_row(buf, wr, i, true));
-            let w1 = decode(load_row(buf, wr + quads, i, r0 + 1u < nr));
-            let w2 = decode(load_row(buf, wr + 2u * quads, i, r0 + 2u < nr));
-            let w3 = decode(load_row(buf, wr + 3u * quads, i, r0 + 3u < nr));
-            let xb = x0 + 8u * i;
-            a0 = a0 + terms(w0, w1, w2, w3, xb, xv);
-            if (nt > 1u) { a1 = a1 + terms(w0, w1, w2, w3, xb + xs, xv); }
-            if (nt > 2u) { a2 = a2 + terms(w0, w1, w2, w3, xb + 2u * xs, xv); }
-            if (nt > 3u) { a3 = a3 + terms(w0, w1, w2, w3, xb + 3u * xs, xv); }
-            if (nt > 4u) { a4 = a4 + terms(w0, w1, w2, w3, xb + 4u * xs, xv); }
-            if (nt > 5u) { a5 = a5 + terms(w0, w1, w2, w3, xb + 5u * xs, xv); }
-            if (nt > 6u) { a6 = a6 + terms(w0, w1, w2, w3, xb + 6u * xs, xv); }
-            if (nt > 7u) { a7 = a7 + terms(w0, w1, w2, w3, xb + 7u * xs, xv); }
+        let wr1 = wr + quads;
+        let wr2 = wr + 2u * quads;
+        let wr3 = wr + 3u * quads;
+        let l1 = r0 + 1u < nr;
+        let l2 = r0 + 2u < nr;
+        let l3 = r0 + 3u < nr;
+        var i = lane;
+        // four quads of each row per iteration: the 16 loads are issued before their sums, which
+        // are added quad after quad (i, i + LANES, ...: the order of the loop below and of the
+        // lanes loop)
+        for (; i + 3u * LANES < quads; i += 4u * LANES) {
+            let i1 = i + LANES;
+            let i2 = i + 2u * LANES;
+            let i3 = i + 3u * LANES;
+            let p0 = load_row(buf, wr, i, true);
+            let p1 = load_row(buf, wr1, i, l1);
+            let p2 = load_row(buf, wr2, i, l2);
+            let p3 = load_row(buf, wr3, i, l3);
+            let q0 = load_row(buf, wr, i1, true);
+            let q1 = load_row(buf, wr1, i1, l1);
+            let q2 = load_row(buf, wr2, i1, l2);
+            let q3 = load_row(buf, wr3, i1, l3);
+            let t0 = load_row(buf, wr, i2, true);
+            let t1 = load_row(buf, wr1, i2, l1);
+            let t2 = load_row(buf, wr2, i2, l2);
+            let t3 = load_row(buf, wr3, i2, l3);
+            let s0 = load_row(buf, wr, i3, true);
+            let s1 = load_row(buf, wr1, i3, l1);
+            let s2 = load_row(buf, wr2, i3, l2);
+            let s3 = load_row(buf, wr3, i3, l3);
+            add_quads(&acc, decode(p0), decode(p1), decode(p2), decode(p3), x0 + 8u * i, xs, nt, xv);
+            add_quads(&acc, decode(q0), decode(q1), decode(q2), decode(q3), x0 + 8u * i1, xs, nt, xv);
+            add_quads(&acc, decode(t0), decode(t1), decode(t2), decode(t3), x0 + 8u * i2, xs, nt, xv);
+            add_quads(&acc, decode(s0), decode(s1), decode(s2), decode(s3), x0 + 8u * i3, xs, nt, xv);
+        }
+        for (; i < quads; i += LANES) {
+            add_quads(&acc, decode(load_row(buf, wr, i, true)), decode(load_row(buf, wr1, i, l1)),
+                      decode(load_row(buf, wr2, i, l2)), decode(load_row(buf, wr3, i, l3)), x0 + 8u * i, xs, nt, xv);
         }
     }
     for (var j = 0u; j < nt; j++) {
-        var a = a0;
+        var a = acc.a0;
         switch (j) {
-            case 1u: { a = a1; }
-            case 2u: { a = a2; }
-            case 3u: { a = a3; }
-            case 4u: { a = a4; }
-            case 5u: { a = a5; }
-            case 6u: { a = a6; }
-            case 7u: { a = a7; }
+            case 1u: { a = acc.a1; }
+            case 2u: { a = acc.a2; }
+            case 3u: { a = acc.a3; }
+            case 4u: { a = acc.a4; }
+            case 5u: { a = acc.a5; }
+            case 6u: { a = acc.a6; }
+            case 7u: { a = acc.a7; }
             default: {}
         }
         for (var u = 0u; u < RPT; u++) { partial[(j * RPT + u) * WG + lid] = a[u]; }

@@ -111,6 +111,53 @@ def test_matmul_strided_rows(gpu):
     assert np.max(np.abs(y - ref)) < 1e-4
 
 
+def test_matmul_head_rows_are_batch_invariant(gpu):
+    # a matrix of at least 32768 rows is an output head: at T = 2..8 it runs the lanes4 loop
+    # (four quads of 4 rows per iteration), at T = 1 and T > 8 the lanes loop; the two sum each
+    # row alike, so every row equals its one-row result bit for bit. K = 520 (65 quads) runs the
+    # four-quad loop and its remainder; 32771 rows leave a workgroup with 3 live rows.
+    rng = np.random.default_rng(21)
+    stored, exact = weights_in("bf16", 32771, 520, rng)
+    x = rng.standard_normal((16, 520)).astype(np.float32)
+    full, _ = gpu.matmul(x, stored, "bf16")
+    ref = x.astype(np.float64) @ exact.T
+    assert np.max(np.abs(full - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+    for T in (1, 2, 7, 9):
+        y, _ = gpu.matmul(x[:T], stored, "bf16")
+        np.testing.assert_array_equal(y, full[:T], err_msg=f"T={T}")
+    other = rng.standard_normal((4, 520)).astype(np.float32)
+    other[2] = x[0]
+    y, _ = gpu.matmul(other, stored, "bf16")
+    np.testing.assert_array_equal(y[2], full[0])
+
+
+def test_matmul_window_row_split_changes_no_bit(gpu, monkeypatch):
+    # a matrix of few row groups (2399 rows: 600 workgroups of 4, under the 2048 a dispatch should
+    # have) spreads its window rows over several workgroups per row group (T = 3: 3 workgroups of
+    # one row; T = 8: 4 of 2; T = 16: 4 of 4): every row equals its one-row result, the other
+    # rows' choice does not matter, and the unsplit kernel (STRATA_WEBGPU_ROW_SPLIT=0) gives the
+    # same bits
+    monkeypatch.setenv("STRATA_WEBGPU_ROW_SPLIT", "0")
+    unsplit = open_test_device()
+    monkeypatch.delenv("STRATA_WEBGPU_ROW_SPLIT")
+    rng = np.random.default_rng(22)
+    stored, exact = weights_in("bf16", 2399, 264, rng)
+    x = rng.standard_normal((16, 264)).astype(np.float32)
+    full, _ = gpu.matmul(x, stored, "bf16")
+    ref = x.astype(np.float64) @ exact.T
+    assert np.max(np.abs(full - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+    for T in range(1, 17):
+        y, _ = gpu.matmul(x[:T], stored, "bf16")
+        np.testing.assert_array_equal(y, full[:T], err_msg=f"T={T}")
+    for T in (3, 8, 16):
+        y, _ = unsplit.matmul(x[:T], stored, "bf16")
+        np.testing.assert_array_equal(y, full[:T], err_msg=f"unsplit T={T}")
+    other = rng.standard_normal((7, 264)).astype(np.float32)
+    other[5] = x[0]
+    y, _ = gpu.matmul(other, stored, "bf16")
+    np.testing.assert_array_equal(y[5], full[0])
+
+
 def test_matmul_rejects_bad_format(gpu):
     with pytest.raises(ValueError, match="unsupported weight format 'q4'"):
         gpu.matmul(np.zeros((1, 4), np.float32), np.zeros((2, 4), np.float32), "q4")

@@ -262,6 +262,27 @@ def test_lanes4_row_loop_changes_no_bit(bf16_model, monkeypatch):
         lanes.commit(keep)
 
 
+def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
+    # every matrix of the tiny model is narrow (far fewer than 2048 row groups), so at T > 1 its
+    # matmuls (single and gathered) spread the window rows over more workgroups; the logits are
+    # those of STRATA_WEBGPU_ROW_SPLIT=0, bit for bit, and the profile's labels show the split
+    split, whole = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"),
+                             gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_ROW_SPLIT", "0"))
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(split.run(window), whole.run(window), err_msg=f"window {window}")
+        split.commit(keep)
+        whole.commit(keep)
+    labels = [k[6:] for k in split.backend_counters() if k.startswith("gpu_n:")]
+    assert any(k.startswith("matmul_half_v4 ") and " split " in k for k in labels)
+    assert any(k.startswith("matmul_gathered ") and " split " in k for k in labels)
+    assert not any(" T1 split " in k for k in labels)
+
+
+def test_unknown_row_split_is_refused(bf16_model, monkeypatch):
+    with pytest.raises(Exception, match="STRATA_WEBGPU_ROW_SPLIT='yes'"):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_ROW_SPLIT", "yes")
+
+
 def test_unknown_row_loop_is_refused(bf16_model, monkeypatch):
     with pytest.raises(Exception, match="STRATA_WEBGPU_XLOAD='fast'"):
         gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "fast")

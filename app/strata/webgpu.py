@@ -104,8 +104,8 @@ def backend_adapter() -> str:
 
 def backend_config() -> tuple[str, str, str]:
     """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
-    loop the backend reads from STRATA_WEBGPU_XLOAD, STRATA_WEBGPU_QUANT_FOLD and
-    STRATA_WEBGPU_EARLY_FIRST are checked here, as the adapter choice is."""
+    loop the backend reads from STRATA_WEBGPU_XLOAD, STRATA_WEBGPU_QUANT_FOLD,
+    STRATA_WEBGPU_ROW_SPLIT and STRATA_WEBGPU_EARLY_FIRST are checked here, as the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
         raise StrataError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
@@ -114,6 +114,9 @@ def backend_config() -> tuple[str, str, str]:
         raise StrataError(
             f"STRATA_WEBGPU_QUANT_FOLD={fold!r}: use 0 or 1 (unset: the K-quant formats fold, the others do not)"
         )
+    split = os.environ.get("STRATA_WEBGPU_ROW_SPLIT")
+    if split and split not in ("0", "1"):
+        raise StrataError(f"STRATA_WEBGPU_ROW_SPLIT={split!r}: use 0 or 1 (unset: 1, narrow matmuls split their window rows)")
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):
         raise StrataError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")

@@ -130,15 +130,32 @@ Kernels::Kernels(Device& device) : device_(device) {
     } else {
         throw std::invalid_argument("STRATA_WEBGPU_XLOAD='" + xload + "': use lanes (default), lanes4, direct or staged");
     }
+    const char* split = std::getenv("STRATA_WEBGPU_ROW_SPLIT");
+    if (split && *split) {
+        if (std::strcmp(split, "0") != 0 && std::strcmp(split, "1") != 0)
+            throw std::invalid_argument(std::string("STRATA_WEBGPU_ROW_SPLIT='") + split + "': use 0 or 1 (unset: 1)");
+        split_ = *split == '1';
+    }
 }
 
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
     extra["WG"] = std::to_string(kWorkgroup);
-    if (file.rfind("matmul", 0) == 0) {
+    if (file.rfind("matmul", 0) == 0 && !extra.count("ROWS")) {
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
     }
     return device_.pipeline(file, entry, extra);
+}
+
+Kernels::Split Kernels::row_split(uint64_t groups, uint32_t T) const {
+    if (!split_ || T < 2 || groups >= kSplitGroups) return {1, T};
+    const uint32_t want = uint32_t(std::min<uint64_t>(T, (kSplitGroups + groups - 1) / groups));
+    const uint32_t t_per = (T + want - 1) / want;
+    return {(T + t_per - 1) / t_per, t_per};
+}
+
+bool Kernels::head_lanes4(uint32_t rows, uint32_t T) const {
+    return rows_file_ == "matmul_rows_lanes.wgsl" && rows >= kHeadRows && T >= 2 && T <= kTokenBlock;
 }
 
 uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
@@ -174,23 +191,37 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
     bool half = m.format != WeightFormat::F32;
     bool v4 = half && m.row_words % 4 == 0 && uint64_t(m.cols) == 2ull * m.row_words;
     const char* entry = !half ? "matmul_f32" : v4 ? "matmul_half_v4" : "matmul_half";
-    const Pipeline& pl = pipeline("matmul.wgsl", entry,
-                                  {{"TB", std::to_string(kTokenBlock)},
-                                   {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}});
+    ShaderDefines defs = {{"TB", std::to_string(kTokenBlock)}, {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}};
+    // the output head at T = 2..8 under the lanes loop: lanes4, the same bits with x read once per
+    // 4 weight rows
+    uint32_t rb = rb_;
+    if (v4 && head_lanes4(m.rows, T)) {
+        defs["ROWS"] = "matmul_rows_lanes4.wgsl";
+        defs["RB"] = std::to_string(kLanes4Rows);
+        rb = kLanes4Rows;
+    }
+    const Pipeline& pl = pipeline("matmul.wgsl", entry, defs);
     uint32_t max_groups = device_.limits().max_workgroups_per_dimension;
     for (auto& c : m.chunks) {
-        uint32_t groups = v4 ? (c.rows + rb_ - 1) / rb_ : c.rows;  // v4: rb_ rows per workgroup
-        uint32_t gx = std::min(groups, max_groups);
-        uint32_t gy = (groups + gx - 1) / gx;
-        struct { uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4; } p{
-            T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off, x_vec4(x_off, x_stride)};
+        uint32_t groups = v4 ? (c.rows + rb - 1) / rb : c.rows;  // v4: rb rows per workgroup
+        const Split sp = v4 ? row_split(groups, T) : Split{1, T};
+        const uint64_t wgs = uint64_t(groups) * sp.slices;
+        check(wgs <= UINT32_MAX, "matmul", "too many rows");
+        uint32_t gx = uint32_t(std::min<uint64_t>(wgs, max_groups));
+        uint32_t gy = uint32_t((wgs + gx - 1) / gx);
+        struct {
+            uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4, slices, t_per;
+        } p{T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off, x_vec4(x_off, x_stride),
+            sp.slices, sp.t_per};
         if (v4)
             r.dispatch(pl, &p, sizeof p, with_x4({x, nullptr, y, c.ref()}, x), gx, gy);
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
         if (r.profiling())
-            r.annotate(std::string(entry) + " " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + " T" +
-                           std::to_string(T), c.bytes);
+            r.annotate(std::string(entry) + (rb != rb_ ? " lanes4 " : " ") + std::to_string(m.rows) + "x" +
+                           std::to_string(m.cols) + " T" + std::to_string(T) +
+                           (sp.slices > 1 ? " split " + std::to_string(sp.slices) : ""),
+                       c.bytes);
     }
 }
 
@@ -204,8 +235,8 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     const GpuMatrix& m0 = *jobs[0].m;
     struct Entry {
         uint32_t first_row, rows, buffer, w_quad;  // weights: vec4 index of the chunk in its buffer
-        uint32_t T, x_off, x_stride, pad0;
-        uint32_t y_off, y_stride, pad1, pad2;
+        uint32_t T, x_off, x_stride, t_per;
+        uint32_t y_off, y_stride, slices, pad;
     };
     struct {
         uint32_t K, row_words, groups_x, total_rows;
@@ -214,7 +245,15 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     } p{};
     p.x_vec4 = 1;
     std::vector<BufRef> bound;  // distinct weight buffers, bound whole
-    uint32_t rows = 0;
+    // the window-row split: the dispatch's row groups decide it, each job splits its own rows of x
+    uint64_t groups = 0;
+    uint32_t max_T = 0;
+    for (const GatherJob& j : jobs) {
+        groups += (j.m->rows + rb_ - 1) / rb_;
+        max_T = std::max(max_T, j.T);
+    }
+    const uint32_t want = row_split(groups, max_T).slices;
+    uint64_t rows = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const GatherJob& j = jobs[i];
         const GpuMatrix& m = *j.m;
@@ -226,15 +265,20 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
         const int wb = weight_binding(bound, c.buffer);
         check(wb >= 0, "matmul_gathered", "weights in more than 4 buffers");
         const uint32_t b = uint32_t(wb);
-        p.e[i] = Entry{rows, m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, 0, j.y_off, j.y_stride, 0, 0};
+        const uint32_t t_per = (j.T + std::min(want, j.T) - 1) / std::min(want, j.T);
+        const uint32_t slices = (j.T + t_per - 1) / t_per;
+        check(rows <= UINT32_MAX, "matmul_gathered", "too many rows");
+        p.e[i] = Entry{uint32_t(rows), m.rows, b, uint32_t(c.offset / 16), j.T, j.x_off, j.x_stride, t_per,
+                       j.y_off, j.y_stride, slices, 0};
         p.x_vec4 &= x_vec4(j.x_off, j.x_stride);
-        rows += (m.rows + rb_ - 1) / rb_;  // workgroups: rb_ rows of one job each
+        rows += uint64_t((m.rows + rb_ - 1) / rb_) * slices;  // workgroups: rb_ rows of one job, t_per rows of x
     }
-    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    check(rows <= UINT32_MAX, "matmul_gathered", "too many rows");
+    uint32_t gx = uint32_t(std::min<uint64_t>(rows, device_.limits().max_workgroups_per_dimension));
     p.K = m0.cols;
     p.row_words = m0.row_words;
     p.groups_x = gx;
-    p.total_rows = rows;
+    p.total_rows = uint32_t(rows);
     p.n_entries = uint32_t(jobs.size());
     const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_gathered",
                                   {{"TB", std::to_string(kTokenBlock)},
@@ -244,12 +288,13 @@ void Kernels::matmul_gathered(Recorder& r, const BufRef& x, const BufRef& y, con
     push_weight_bindings(b, bound);
     b = with_x4(std::move(b), x);
     // the parameter block is sent whole: its size, and so its place in the uniform ring, stays fixed
-    r.dispatch(pl, &p, sizeof p, b, gx, (rows + gx - 1) / gx);
+    r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
     if (r.profiling()) {
         uint64_t bytes = 0;
         for (auto& j : jobs) bytes += j.m->chunks[0].bytes;
         r.annotate("matmul_gathered K" + std::to_string(m0.cols) + " " + std::to_string(jobs.size()) + " jobs T" +
-                       std::to_string(jobs[0].T), bytes);
+                       std::to_string(jobs[0].T) + (want > 1 ? " split " + std::to_string(want) : ""),
+                   bytes);
     }
 }
 

@@ -190,6 +190,21 @@ private:
     void norm_with(Recorder& r, const char* entry, const char* z_name, const BufRef& x, const BufRef& z,
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items
+    // A matrix of at least kHeadRows rows is an output head (no projection is that tall): under
+    // the lanes loop its T = 2..8 matmuls run the lanes4 loop (kLanes4Rows rows per workgroup).
+    static constexpr uint32_t kHeadRows = 32768;
+    static constexpr uint32_t kLanes4Rows = 16;
+    bool head_lanes4(uint32_t rows, uint32_t T) const;
+    // Window-row split (STRATA_WEBGPU_ROW_SPLIT, unset: on): a half-precision vec4 matmul of
+    // fewer than kSplitGroups row groups (workgroups) spreads its T rows of x over `slices`
+    // workgroups per row group, t_per rows each, so a narrow matrix fills the GPU at T > 1. Each
+    // row of x is summed on its own, so the split changes no bit.
+    static constexpr uint64_t kSplitGroups = 2048;
+    struct Split {
+        uint32_t slices, t_per;
+    };
+    Split row_split(uint64_t groups, uint32_t T) const;
+    bool split_ = true;
     Device& device_;
     std::string rows_file_ = "matmul_rows_lanes.wgsl";
     uint32_t rb_ = 4;
