@@ -114,7 +114,7 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
         ~ExactAfter() { be.set_prefill(false); }
     } exact_after{be};
     be.set_prefill(prefill);
-    scratch_.reset();
+    scratch_.reset(&be);  // what does not fit the arena this pass is attached too
     arena_.set(be, scratch_.base(), scratch_.capacity(), false);  // activations live on the device
     ScratchScope sc(scratch_);
     float* x = sc.alloc<float>(size_t(n) * H);
