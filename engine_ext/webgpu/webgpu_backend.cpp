@@ -171,6 +171,9 @@ public:
                 b_.kernels().copy(b_.rec(), b.tmp, b.region, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), 0,
                                   uint32_t(v.heads * v.dim), uint32_t(v.dim), uint32_t(b.offset / 4), uint32_t(v.ld),
                                   uint32_t(v.hs));
+            } else if (v.is_packed()) {  // read back straight into the host array (the logits)
+                b_.rec().download(b.tmp, 0, words(v.packed()), const_cast<float*>(v.p));
+                host = true;
             } else {
                 auto data = std::make_shared<std::vector<float>>(v.packed());
                 b_.rec().download(b.tmp, 0, words(v.packed()), data->data());
