@@ -132,13 +132,28 @@ Kernels::Kernels(Device& device) : device_(device) {
     }
 }
 
+namespace {
+uint64_t fnv(uint64_t h, const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull;  // a separator: ("ab", "c") and ("a", "bc") differ
+}
+}  // namespace
+
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
+    uint64_t h = fnv(fnv(14695981039346656037ull, file), entry);
+    for (const auto& [k, v] : extra) h = fnv(fnv(h, k), v);
+    std::vector<Known>& same = known_[h];
+    for (const Known& k : same)
+        if (k.file == file && k.entry == entry && k.extra == extra) return *k.pipeline;
+    Known k{file, entry, extra, nullptr};
     extra["WG"] = std::to_string(kWorkgroup);
     if (file.rfind("matmul", 0) == 0) {
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
     }
-    return device_.pipeline(file, entry, extra);
+    k.pipeline = &device_.pipeline(file, entry, extra);  // (a std::map's element: stays put)
+    same.push_back(std::move(k));
+    return *same.back().pipeline;
 }
 
 uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
