@@ -371,7 +371,7 @@ const Pipeline& Device::pipeline(const std::string& file, const std::string& ent
 void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
 
 void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                        const std::vector<BufRef>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
+                        std::vector<BufRef> buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (params_bytes > kMaxParams) throw std::logic_error("webgpu: parameter block above 16 KiB");
     uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
     if (gx > max_groups || gy > max_groups || gz > max_groups)
@@ -381,7 +381,8 @@ void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t par
     size_t slots = std::max<size_t>(1, (params_bytes + kUniformSlot - 1) / kUniformSlot);
     params_.resize(offset + slots * kUniformSlot, 0);
     std::memcpy(params_.data() + offset, params, params_bytes);
-    dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, buffers, {gx, gy, gz}});
+    // (the caller's list moved in: a dispatch's buffers are not copied again)
+    dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, std::move(buffers), {gx, gy, gz}});
 }
 
 bool Recorder::profiling() const { return device_.profile_mode_ > 0; }

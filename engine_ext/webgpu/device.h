@@ -95,7 +95,7 @@ public:
     // padded to whole 256-byte slots); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
     // entry points of a shared file that use only some bindings).
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                  const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
+                  std::vector<BufRef> buffers, uint32_t groups_x, uint32_t groups_y = 1,
                   uint32_t groups_z = 1);
     // While profiling: the last dispatch's label in the profile (default: its entry point) and
     // the weight bytes it reads (for GB/s). Callers build labels only when profiling() is true.
