@@ -208,7 +208,7 @@ def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp
     eng = strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"])
     got = decode(eng)
     np.testing.assert_array_equal(got, ref)
-    # the windows after the first pass ran their acquired experts through matmul_quant_routed,
+    # the windows (the first pass's too) ran their acquired experts through matmul_quant_routed,
     # from device slots written when the reads landed
     c = dict(eng.backend_counters())
     assert c["moe_streamed_on_device"] > 0 and c["slot_uploads_at_fill"] > 0 and c["slot_uploads_at_use"] == 0
