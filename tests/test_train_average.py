@@ -39,7 +39,7 @@ def test_average_is_the_f32_mean_in_the_first_dtype_and_reproducible(tmp_path):
          "i": torch.arange(4, dtype=torch.int64)}
     cfg = {"model_type": "x", "hidden_size": 8, "transformers_version": "1"}
     fa = _folder(tmp_path, "a", a, cfg)
-    fb = _folder(tmp_path, "b", b, dict(cfg, transformers_version="2"))  # written by another version: same model
+    fb = _folder(tmp_path, "b", b, dict(cfg, transformers_version="2", new_key=1))  # another version wrote it: same model
     digests = []
     for out in ("o1", "o2"):
         average.main(["--a", str(fa), "--b", str(fb), "--out", str(tmp_path / out)])

@@ -2,7 +2,7 @@
 final weights): every tensor as (1 - w) * a + w * b computed in float32 and stored in a's dtype
 (bf16 for strata-tiny, rounded to nearest even), so the result is deterministic: the same two
 inputs give the same model.safetensors byte for byte. Both folders must hold the same tensors
-(names, shapes, dtypes) and the same model config; config.json, generation_config.json and the
+(names, shapes, dtypes) and the same model config (keys that both config.json files have); config.json, generation_config.json and the
 tokenizer files are copied from --a.
 
     python train/average.py --a app/strata/models/strata-tiny --b /work/v7run/model --out /tmp/v7avg
@@ -73,8 +73,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     from safetensors.torch import save_file
 
-    if model_config(args.a) != model_config(args.b):
-        raise SystemExit(f"{args.a} and {args.b} are different models (config.json)")
+    ca, cb = model_config(args.a), model_config(args.b)
+    differ = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])  # a key only one version writes is no difference
+    if differ:
+        raise SystemExit(f"{args.a} and {args.b} are different models (config.json: {differ[:5]})")
     avg = average(read_weights(args.a), read_weights(args.b), args.weight)
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("*.safetensors*"):  # e.g. a sharded model.safetensors.index.json
