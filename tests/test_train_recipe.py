@@ -528,3 +528,26 @@ def test_producer_scrambles_only_when_asked():
         assert not any(r["text"] in text for r in rows)
     for ids, _ in plain[0]:
         assert any(r["text"] in tok.decode(ids.tolist(), skip_special_tokens=False) for r in rows)
+
+
+def test_producer_marks_the_newline_run_at_joins():
+    """make_rows.work hands each example's text to change_marks (v7), so the producer's marks
+    are the join-extended ones: the same as change_marks with the text, never fewer than without."""
+    make_rows._init(str(Path(__file__).resolve().parent.parent / "app/strata/models/strata-tiny/tokenizer.json"))
+    rows = [{"path": f"pkg/m{i}.py", "text": MODULE.replace("LIMIT", f"LIMIT{i}"), "sha256": f"{i:064d}"}
+            for i in range(6)]
+    edits = make_rows.work((rows, 11, 0.35, 0.0, 1, 0.0, 24_000, 0, (), 0.0))[0]
+    tok = make_rows._TOK
+    extended = 0
+    for ids, marks in edits:
+        text = tok.decode(ids.tolist(), skip_special_tokens=False)
+        enc = tok.encode(text)
+        assert enc.ids == ids.tolist()
+        cut = text.rindex(prompts.REWRITE) + len(prompts.REWRITE)
+        prompt, rewritten = text[:cut], text[cut:-len(prompts.ENDOFTEXT)]
+        original = next(r["text"] for r in rows if r["text"] in prompt)
+        spans = make_rows.changed_spans(original, rewritten)
+        assert np.array_equal(marks, make_rows.change_marks(enc.offsets, cut, spans, 0, text))
+        plain = make_rows.change_marks(enc.offsets, cut, spans, 0)
+        extended += int((marks == 2).sum() - (plain == 2).sum())
+    assert edits and extended > 0
