@@ -58,14 +58,21 @@ def test_average_is_the_f32_mean_in_the_first_dtype_and_reproducible(tmp_path):
 
 def test_average_refuses_different_models(tmp_path):
     t = {"w": torch.ones(2, 2, dtype=torch.bfloat16)}
-    fa = _folder(tmp_path, "a", t, {"hidden_size": 8})
-    fb = _folder(tmp_path, "b", t, {"hidden_size": 16})
-    with pytest.raises(SystemExit):
-        average.main(["--a", str(fa), "--b", str(fb), "--out", str(tmp_path / "o")])
-    fc = _folder(tmp_path, "c", {"w": torch.ones(2, 3, dtype=torch.bfloat16)}, {"hidden_size": 8})
+    cfg = {"hidden_size": 8, "num_experts": 2, "layer_types": ["y"]}
+    fa = _folder(tmp_path, "a", t, cfg)
+    for other in ({"hidden_size": 16}, dict(cfg, num_experts=4), dict(cfg, layer_types=["x"])):
+        fb = _folder(tmp_path, f"b{len(list(tmp_path.iterdir()))}", t, other)
+        with pytest.raises(SystemExit):
+            average.main(["--a", str(fa), "--b", str(fb), "--out", str(tmp_path / "o")])
+    # a value another transformers version writes differently, not a size: noted, --a's config kept
+    fe = _folder(tmp_path, "e", t, {"hidden_size": 8, "rope_parameters": {"rope_type": "default"}})
+    fa2 = _folder(tmp_path, "a2", t, {"hidden_size": 8, "rope_parameters": {"rope_type": "default", "x": 1}})
+    average.main(["--a", str(fa2), "--b", str(fe), "--out", str(tmp_path / "o2")])
+    assert (tmp_path / "o2" / "config.json").read_text() == (fa2 / "config.json").read_text()
+    fc = _folder(tmp_path, "c", {"w": torch.ones(2, 3, dtype=torch.bfloat16)}, cfg)
     with pytest.raises(ValueError):
         average.main(["--a", str(fa), "--b", str(fc), "--out", str(tmp_path / "o")])
-    fd = _folder(tmp_path, "d", {"v": torch.ones(2, 2, dtype=torch.bfloat16)}, {"hidden_size": 8})
+    fd = _folder(tmp_path, "d", {"v": torch.ones(2, 2, dtype=torch.bfloat16)}, cfg)
     with pytest.raises(ValueError):
         average.main(["--a", str(fa), "--b", str(fd), "--out", str(tmp_path / "o")])
 

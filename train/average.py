@@ -2,7 +2,7 @@
 final weights): every tensor as (1 - w) * a + w * b computed in float32 and stored in a's dtype
 (bf16 for strata-tiny, rounded to nearest even), so the result is deterministic: the same two
 inputs give the same model.safetensors byte for byte. Both folders must hold the same tensors
-(names, shapes, dtypes) and the same model config (keys that both config.json files have); config.json, generation_config.json and the
+(names, shapes, dtypes) and the same model (config.json: sizes, layer types, expert counts); config.json, generation_config.json and the
 tokenizer files are copied from --a.
 
     python train/average.py --a app/strata/models/strata-tiny --b /work/v7run/model --out /tmp/v7avg
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +25,8 @@ import torch
 COPIED = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
 # config.json keys that only say how or where a folder was written
 CONFIG_NOISE = ("transformers_version", "dtype", "torch_dtype", "_name_or_path")
+# config.json keys that say what the model is (its shape and kind); another difference is only noted
+_ARCH_KEY = re.compile(r"(_size|_dim|heads|layers|experts|_types|model_type|architectures|_tok|_step)$")
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -75,8 +78,10 @@ def main(argv=None) -> None:
 
     ca, cb = model_config(args.a), model_config(args.b)
     differ = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])  # a key only one version writes is no difference
-    if differ:
+    if [k for k in differ if _ARCH_KEY.search(k)]:
         raise SystemExit(f"{args.a} and {args.b} are different models (config.json: {differ[:5]})")
+    if differ:  # e.g. how another transformers version writes rope settings; the result takes --a's config
+        print(f"note: config.json values that differ (--a's kept): {differ}")
     avg = average(read_weights(args.a), read_weights(args.b), args.weight)
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("*.safetensors*"):  # e.g. a sharded model.safetensors.index.json
