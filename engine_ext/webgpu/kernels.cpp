@@ -421,7 +421,8 @@ void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t r
     r.dispatch(pipeline("copy.wgsl", "copy_rows", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p, {src, dst}, stride_groups(uint64_t(rows) * heads * D));
 }
 
-void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs) {
+void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
+                        const std::vector<CopyJob>& jobs) {
     check(!jobs.empty() && jobs.size() <= kManyCopies, "copy_many", "1.." + std::to_string(kManyCopies) + " copies");
     struct {
         uint32_t n_jobs, total, pad0, pad1;
@@ -431,10 +432,12 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const
     for (size_t i = 0; i < jobs.size(); ++i) {
         const CopyJob& j = jobs[i];
         check(j.rows && j.heads && j.D, "copy_many", "an empty copy");
-        need(src, j.src_off + uint64_t(j.rows - 1) * j.src_ld + uint64_t(j.heads - 1) * j.src_hs + j.D, "copy_many", "src");
+        check(j.second <= 1, "copy_many", "a copy reads src or src2");
+        need(j.second ? src2 : src, j.src_off + uint64_t(j.rows - 1) * j.src_ld + uint64_t(j.heads - 1) * j.src_hs + j.D,
+             "copy_many", j.second ? "src2" : "src");
         need(dst, j.dst_off + uint64_t(j.rows - 1) * j.dst_ld + uint64_t(j.heads - 1) * j.dst_hs + j.D, "copy_many", "dst");
         check(total <= UINT32_MAX, "copy_many", "too many values");
-        uint32_t e[12] = {j.rows, j.heads, j.D, uint32_t(total), j.src_off, j.src_ld, j.src_hs, 0,
+        uint32_t e[12] = {j.rows, j.heads, j.D, uint32_t(total), j.src_off, j.src_ld, j.src_hs, j.second,
                           j.dst_off, j.dst_ld, j.dst_hs, 0};
         std::memcpy(p.jobs[i], e, sizeof e);
         total += uint64_t(j.rows) * j.heads * j.D;
@@ -443,7 +446,7 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const
     p.n_jobs = uint32_t(jobs.size());
     p.total = uint32_t(total);
     r.dispatch(pipeline("copy.wgsl", "copy_many", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p,
-               {src, dst}, stride_groups(total));
+               {src, dst, src2}, stride_groups(total));
 }
 
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,

@@ -134,12 +134,15 @@ public:
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
-    // Up to kManyCopies such copies from one buffer to another (or the same one) in one dispatch.
+    // Up to kManyCopies such copies from two buffers (src2 may be src) into one (which may be
+    // either) in one dispatch; a job reads src, or src2 where its `second` is 1.
     struct CopyJob {
         uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs;
+        uint32_t second = 0;
     };
     static constexpr uint32_t kManyCopies = 16;
-    void copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs);
+    void copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
+                   const std::vector<CopyJob>& jobs);
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
     // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)

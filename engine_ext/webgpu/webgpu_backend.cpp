@@ -1107,10 +1107,8 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
     if (todo.empty()) return;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        // one dispatch when every source lies in one device array and every destination in one
-        const Buffer* sb = nullptr;
-        const Buffer* db = nullptr;
-        BufferPtr src, dst;
+        // one dispatch when the sources lie in at most two device arrays and every destination in one
+        BufferPtr src, src2, dst;
         std::vector<Kernels::CopyJob> kj;
         bool one = fuse_ && todo.size() <= Kernels::kManyCopies;
         for (size_t i = 0; one && i < todo.size(); ++i) {
@@ -1119,19 +1117,20 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
             uint64_t so = 0, d_off = 0;
             const Region* rs = find(j.src.p, vs.extent() * 4, so);
             const Region* rd = find(j.dst.p, vd.extent() * 4, d_off);
-            one = rs && rd && (!sb || rs->buf.get() == sb) && (!db || rd->buf.get() == db) && so / 4 <= UINT32_MAX &&
-                  d_off / 4 <= UINT32_MAX;
+            one = rs && rd && (!dst || rd->buf == dst) && so / 4 <= UINT32_MAX && d_off / 4 <= UINT32_MAX;
             if (!one) break;
-            sb = rs->buf.get();
-            db = rd->buf.get();
-            src = rs->buf;
+            if (!src) src = rs->buf;
+            else if (rs->buf != src && !src2) src2 = rs->buf;
+            one = rs->buf == src || rs->buf == src2;
+            if (!one) break;
             dst = rd->buf;
             kj.push_back({uint32_t(j.rows), uint32_t(j.heads), uint32_t(j.dim), uint32_t(so / 4), uint32_t(j.src.ld),
-                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs)});
+                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs),
+                          rs->buf == src ? 0u : 1u});
         }
         if (one) {
             made_q_ = {};
-            kernels_->copy_many(rec_, BufRef(src), BufRef(dst), kj);
+            kernels_->copy_many(rec_, BufRef(src), BufRef(src2 ? src2 : src), BufRef(dst), kj);
             submit_early();
             return;
         }
