@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "backend.h"
@@ -418,36 +419,45 @@ void register_fused_calls(py::module_& o) {
           py::arg("backend"), py::arg("x"), py::arg("y"), py::arg("w"), py::arg("eps") = 1e-6f,
           py::arg("attached") = false, py::arg("threads") = 1);
     o.def("copy_many",
-          [](const std::string& b, const F32& src, int dst_size, const I32& jobs, bool attached, int threads) {
+          [](const std::string& b, const F32& src, int dst_size, const I32& jobs, bool attached, int threads,
+             std::optional<F32> src2) {
               // jobs: (n, 9) rows of (rows, heads, dim, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs)
-              // over the flat src and a flat dst of dst_size floats that starts as -1
+              // over the flat src and a flat dst of dst_size floats that starts as -1; (n, 10): the
+              // 10th column 1 reads src2 instead
               Backend& be = backend(b, threads);
-              need(jobs.ndim() == 2 && jobs.shape(1) == 9, "copy_many: jobs (n, 9)");
+              const py::ssize_t cols = jobs.ndim() == 2 ? jobs.shape(1) : 0;
+              need(cols == 9 || (cols == 10 && src2), "copy_many: jobs (n, 9), or (n, 10) with src2");
               need(dst_size > 0, "copy_many: dst_size > 0");
               std::vector<float> in(src.data(), src.data() + src.size());
+              std::vector<float> in2;
+              if (src2) in2.assign(src2->data(), src2->data() + src2->size());
               F32 dst = out_like({dst_size});
               std::fill(dst.mutable_data(), dst.mutable_data() + dst_size, -1.0f);
               float* pd = dst.mutable_data();
               std::vector<Backend::CopyJob> cj;
               for (py::ssize_t i = 0; i < jobs.shape(0); ++i) {
-                  const int32_t* j = jobs.data() + i * 9;
+                  const int32_t* j = jobs.data() + i * cols;
                   int64_t rows = j[0], heads = j[1], dim = j[2];
                   need(rows > 0 && heads > 0 && dim > 0, "copy_many: empty job");
+                  need(cols == 9 || j[9] == 0 || j[9] == 1, "copy_many: the source column is 0 or 1");
+                  const std::vector<float>& from = cols == 10 && j[9] == 1 ? in2 : in;
                   int64_t s_end = j[3] + (rows - 1) * j[4] + (heads - 1) * j[5] + dim;
                   int64_t d_end = j[6] + (rows - 1) * j[7] + (heads - 1) * j[8] + dim;
-                  need(j[3] >= 0 && j[6] >= 0 && s_end <= int64_t(in.size()) && d_end <= dst_size,
+                  need(j[3] >= 0 && j[6] >= 0 && s_end <= int64_t(from.size()) && d_end <= dst_size,
                        "copy_many: job " + std::to_string(i) + " reaches past its array");
-                  cj.push_back({{in.data() + j[3], j[4], j[5]}, {pd + j[6], j[7], j[8]}, int(rows),
+                  cj.push_back({{from.data() + j[3], j[4], j[5]}, {pd + j[6], j[7], j[8]}, int(rows),
                                 int(heads), int(dim)});
               }
               py::gil_scoped_release rel;
-              AttachScope sc(be, attached, {{in.data(), in.size() * 4}, {pd, size_t(dst_size) * 4}});
+              std::vector<std::pair<const void*, size_t>> arrays = {{in.data(), in.size() * 4}, {pd, size_t(dst_size) * 4}};
+              if (!in2.empty()) arrays.push_back({in2.data(), in2.size() * 4});
+              AttachScope sc(be, attached, arrays);
               be.copy_many(cj);
               sc.read_back();
               return dst;
           },
           py::arg("backend"), py::arg("src"), py::arg("dst_size"), py::arg("jobs"), py::arg("attached") = false,
-          py::arg("threads") = 1);
+          py::arg("threads") = 1, py::arg("src2") = py::none());
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // Causal depthwise conv (kernel Kc) with SiLU over a window, per channel, reading the last
 // Kc-1 committed inputs from `hist` ([Kc-1][C], oldest first). hist advances over the first `commit_rows` rows only
-// (0 = leave it), so rejected rows leave no trace. One thread per channel, taps in order.
+// (0 = leave it), so rejected rows leave no trace. One thread per channel, taps in order. Row t
+// of x starts at x_off + t * ldx (the projection rows where they lie, no packing copy).
 struct Params {
     T: u32,
     C: u32,
     Kc: u32,
     commit_rows: u32,
+    x_off: u32,
+    ldx: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -20,7 +23,7 @@ const MAX_H: u32 = 8u;  // Kc - 1 at most (checked on the host)
 fn input_at(c: u32, i: u32) -> f32 {
     let hl = p.Kc - 1u;
     if (i < hl) { return hist[i * p.C + c]; }
-    return x[(i - hl) * p.C + c];
+    return x[p.x_off + (i - hl) * p.ldx + c];
 }
 
 @compute @workgroup_size({{WG}})

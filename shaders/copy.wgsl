@@ -32,11 +32,13 @@ fn copy_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
 }
 
 // Up to MAX_COPIES such copies in one dispatch (the backend's copy_many: the GDN layer's six
-// reorderings of its fused projections), each from the one src binding to the one dst binding.
-// Element i of the dispatch belongs to the last copy whose first element is <= i.
+// reorderings of its fused projections; its conv history advance, the kept rows of the old
+// history and the window's last rows), each from the src binding or the src2 binding (the job's
+// src.w: 0 or 1; the same buffer where there is one source) to the one dst binding. Element i of
+// the dispatch belongs to the last copy whose first element is <= i.
 struct CopyJob {
     shape: vec4<u32>,  // (rows, heads, D, first element of this copy in the dispatch)
-    src: vec4<u32>,    // (off, ld, hs, -)
+    src: vec4<u32>,    // (off, ld, hs, 1: read src2)
     dst: vec4<u32>,    // (off, ld, hs, -)
 }
 struct ManyParams {
@@ -47,6 +49,7 @@ struct ManyParams {
     jobs: array<CopyJob, {{MAX_COPIES}}>,
 }
 @group(0) @binding(0) var<uniform> mp: ManyParams;
+@group(0) @binding(3) var<storage, read_write> src2: array<f32>;
 
 @compute @workgroup_size({{WG}})
 fn copy_many(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
@@ -61,6 +64,9 @@ fn copy_many(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgro
         let rh = e / job.shape.z;
         let h = rh % job.shape.y;
         let r = rh / job.shape.y;
-        dst[job.dst.x + r * job.dst.y + h * job.dst.z + d] = src[job.src.x + r * job.src.y + h * job.src.z + d];
+        let at = job.src.x + r * job.src.y + h * job.src.z + d;
+        var v: f32;
+        if (job.src.w == 1u) { v = src2[at]; } else { v = src[at]; }
+        dst[job.dst.x + r * job.dst.y + h * job.dst.z + d] = v;
     }
 }

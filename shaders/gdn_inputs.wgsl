@@ -9,6 +9,8 @@ struct Params {
     Dk: u32,
     Dv: u32,
     ld_ba: u32,
+    b_off: u32,  // first float of b in b_in, of a in a_in (the projection rows, where they lie)
+    a_off: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> conv: array<f32>;
@@ -77,9 +79,9 @@ fn gdn_inputs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     for (var i = gid.x; i < p.T * p.Hv; i += stride) {
         let t = i / p.Hv;
         let h = i % p.Hv;
-        let g = A[h] * softplus(a_in[t * p.ld_ba + h] + dt_bias[h]);
+        let g = A[h] * softplus(a_in[p.a_off + t * p.ld_ba + h] + dt_bias[h]);
         decay[i] = exp(g);
-        beta[i] = 1.0 / (1.0 + exp(-b_in[t * p.ld_ba + h]));
+        beta[i] = 1.0 / (1.0 + exp(-b_in[p.b_off + t * p.ld_ba + h]));
     }
     for (var i = gid.x; i < p.T * value_dim; i += stride) {
         let t = i / value_dim;

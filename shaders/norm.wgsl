@@ -9,7 +9,10 @@ struct Params {
     groups_x: u32,
     d_off: u32,  // norm_quant.wgsl: word of the activation scales in xq
     e_off: u32,  // norm_quant.wgsl: word of the per-32 sums in xq
-    heads: u32,  // norm_quant.wgsl's rmsnorm_gated_quant: rows of `heads` vectors of D
+    heads: u32,  // rmsnorm_gated(_quant): rows of `heads` vectors of D
+    z_off: u32,  // rmsnorm_gated(_quant): the gate of head h of row t at z_off + t * z_ld + h * z_hs
+    z_ld: u32,
+    z_hs: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -67,9 +70,10 @@ fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id)
 
 fn rmsnorm_gated_row(lid: u32, row: u32) {
     let base = row * p.D;
+    let zb = p.z_off + (row / p.heads) * p.z_ld + (row % p.heads) * p.z_hs;  // where the gate lies
     let inv = inv_rms(lid, base);
     for (var d = lid; d < p.D; d += WG) {
-        let g = z[base + d];
+        let g = z[zb + d];
         y[base + d] = ((x[base + d] * inv) * (w[d] + p.weight_offset)) * (g / (1.0 + exp(-g)));
     }
 }

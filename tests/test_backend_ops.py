@@ -806,6 +806,26 @@ def test_copy_many_equals_each_copy(backend, attached):
         np.testing.assert_array_equal(got, want, err_msg=f"{count} copies")
 
 
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_copy_many_from_two_sources_equals_each_copy(backend, attached):
+    # the GDN history advance: the kept rows of the old history and the window's last rows, two
+    # arrays, into one (on the webgpu backend one dispatch with two source bindings); a 10th job
+    # column 1 reads the second source
+    rng = np.random.default_rng(zlib.crc32(f"copy_many2/{backend}/{attached}".encode()))
+    hist, x = _f(rng.standard_normal(3 * 40)), _f(rng.standard_normal(5 * 56 + 3))
+    jobs = [(2, 1, 40, 40, 40, 0, 0, 40, 0, 0),  # rows 1..2 of hist
+            (1, 1, 40, 4 * 56 + 3, 56, 0, 80, 40, 0, 1),  # the last row of x (stride 56, offset 3)
+            (2, 4, 5, 1, 56, 7, 120, 20, 5, 1),  # strided from x
+            (1, 2, 3, 0, 0, 9, 200, 0, 3, 0)]  # strided from hist
+    for count in (2, 4):
+        want = _copy_many_reference(hist, 210, [j[:9] for j in jobs[:count] if j[9] == 0])
+        from_x = _copy_many_reference(x, 210, [j[:9] for j in jobs[:count] if j[9] == 1])
+        want[from_x != -1] = from_x[from_x != -1]
+        got = ops.copy_many(backend, hist, 210, np.array(jobs[:count], dtype=np.int32), attached=attached, src2=x)
+        np.testing.assert_array_equal(got, want, err_msg=f"{count} copies")
+
+
 def test_fused_ops_reject_bad_arguments():
     with pytest.raises(ValueError, match="add_rmsnorm: w"):
         ops.add_rmsnorm(BACKENDS[0], np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32),

@@ -193,6 +193,38 @@ def test_grouped_matmuls_change_no_bit(bf16_model, monkeypatch):
     assert counts[0] < counts[1]  # grouping really happened
 
 
+def test_gdn_history_advance_is_one_copy_dispatch(bf16_model, monkeypatch):
+    # a GDN layer's conv history advance (the last K-1 rows of [history; the window's rows]) is one
+    # copy_many from two sources whatever T (T < K-1 took two copies), and the fold after a partial
+    # commit writes the new history straight into the scratch array, which becomes the history
+    # (it took three copies in place through a temporary): per window the copy_rows count does not
+    # depend on T > 1 or on a fold, and a fold adds exactly one copy_many per GDN layer
+    import json
+    import os
+
+    with open(os.path.join(bf16_model, "config.json")) as f:
+        n_gdn = json.load(f)["layer_types"].count("linear_attention")
+    assert n_gdn > 0
+    (eng,) = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"))
+
+    def copies(T, keep):
+        before = eng.backend_counters()
+        eng.run(list(range(50, 50 + T)))
+        eng.commit(keep)
+        after = eng.backend_counters()
+        return tuple(after.get(k, 0) - before.get(k, 0) for k in ("gpu_n:copy_rows", "gpu_n:copy_many"))
+
+    one, two, four = copies(1, 1), copies(2, 2), copies(4, 1)
+    four_after_fold = copies(4, 4)  # the fold of the 4-row window's 1 kept row runs first
+    one_again, eight = copies(1, 1), copies(8, 1)
+    one_after_fold = copies(1, 1)
+    assert two[0] == four[0] == four_after_fold[0] == eight[0]
+    assert one[0] == one_again[0] == one_after_fold[0]
+    assert two[1] == four[1] == eight[1] and one[1] == one_again[1]
+    assert four_after_fold[1] == four[1] + n_gdn
+    assert one_after_fold[1] == one[1] + n_gdn
+
+
 def test_grouped_windows_equal_serial_decode(bf16_model):
     serial, windowed = prefilled(PROMPT, gpu(bf16_model), gpu(bf16_model))
     assert_windows_equal_serial(serial, windowed, WINDOWS)

@@ -84,20 +84,14 @@ void GdnLayer::canonical_from_fused(const float* raw, float* P, int n) {
 void GdnLayer::advance_history(const float* hist, const float* x, int ldx, int n, float* hist_out) {
     const int K1 = env_.spec.conv_k - 1, cd = conv_dim_;
     if (K1 <= 0) return;
-    Backend& be = env_.be;
     const int from_hist = std::max(0, K1 - n);  // rows of the new history that come from the old one
-    if (hist_out != hist || from_hist == 0) {   // straight into place: the last K1 rows of [hist; x]
-        if (from_hist) be.copy({hist + size_t(n) * cd, cd, 0}, {hist_out, cd, 0}, from_hist, 1, cd);
-        be.copy({x + size_t(n - (K1 - from_hist)) * ldx, ldx, 0}, {hist_out + size_t(from_hist) * cd, cd, 0},
-                K1 - from_hist, 1, cd);
-        return;
-    }
-    // in place with rows of the old history kept: through [hist; x] (the shift overlaps itself)
-    ScratchScope sc(env_.scratch);
-    float* all = sc.alloc<float>(size_t(K1 + n) * cd);
-    be.copy({hist, cd, 0}, {all, cd, 0}, K1, 1, cd);
-    be.copy({x, ldx, 0}, {all + size_t(K1) * cd, cd, 0}, n, 1, cd);
-    be.copy({all + size_t(n) * cd, cd, 0}, {hist_out, cd, 0}, K1, 1, cd);
+    // the last K1 rows of [hist; x] into another array, in one batch (one dispatch on the GPU)
+    std::vector<Backend::CopyJob> jobs;
+    if (from_hist) jobs.push_back({{hist + size_t(n) * cd, cd, 0}, {hist_out, cd, 0}, from_hist, 1, cd});
+    if (K1 > from_hist)
+        jobs.push_back({{x + size_t(n - (K1 - from_hist)) * ldx, ldx, 0}, {hist_out + size_t(from_hist) * cd, cd, 0},
+                        K1 - from_hist, 1, cd});
+    env_.be.copy_many(jobs);
 }
 
 // Value head h = g*r + i (grouped by key head g, the canonical order) sits at g + i*nk in a
@@ -346,7 +340,10 @@ void GdnLayer::fold(int keep) {
     st.d_v = s.lin_dv;
     st.out = nullptr;
     env_.be.gdn_step(st);
-    advance_history(hist_.data(), pre_.data(), conv_dim_, keep, hist_.data());
+    // the new history straight into the scratch one, which becomes the history (the next run
+    // rewrites the scratch one before reading it)
+    advance_history(hist_.data(), pre_.data(), conv_dim_, keep, hist_scr_.data());
+    std::swap(hist_, hist_scr_);
 }
 
 bool GdnLayer::commit(int keep) {

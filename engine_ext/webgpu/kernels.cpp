@@ -450,7 +450,8 @@ void Kernels::copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t r
     r.dispatch(pipeline("copy.wgsl", "copy_rows", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p, {src, dst}, stride_groups(uint64_t(rows) * heads * D));
 }
 
-void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs) {
+void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
+                        const std::vector<CopyJob>& jobs) {
     check(!jobs.empty() && jobs.size() <= kManyCopies, "copy_many", "1.." + std::to_string(kManyCopies) + " copies");
     struct {
         uint32_t n_jobs, total, pad0, pad1;
@@ -460,10 +461,12 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const
     for (size_t i = 0; i < jobs.size(); ++i) {
         const CopyJob& j = jobs[i];
         check(j.rows && j.heads && j.D, "copy_many", "an empty copy");
-        need(src, j.src_off + uint64_t(j.rows - 1) * j.src_ld + uint64_t(j.heads - 1) * j.src_hs + j.D, "copy_many", "src");
+        check(j.second <= 1, "copy_many", "a copy reads src or src2");
+        need(j.second ? src2 : src, j.src_off + uint64_t(j.rows - 1) * j.src_ld + uint64_t(j.heads - 1) * j.src_hs + j.D,
+             "copy_many", j.second ? "src2" : "src");
         need(dst, j.dst_off + uint64_t(j.rows - 1) * j.dst_ld + uint64_t(j.heads - 1) * j.dst_hs + j.D, "copy_many", "dst");
         check(total <= UINT32_MAX, "copy_many", "too many values");
-        uint32_t e[12] = {j.rows, j.heads, j.D, uint32_t(total), j.src_off, j.src_ld, j.src_hs, 0,
+        uint32_t e[12] = {j.rows, j.heads, j.D, uint32_t(total), j.src_off, j.src_ld, j.src_hs, j.second,
                           j.dst_off, j.dst_ld, j.dst_hs, 0};
         std::memcpy(p.jobs[i], e, sizeof e);
         total += uint64_t(j.rows) * j.heads * j.D;
@@ -472,7 +475,7 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const
     p.n_jobs = uint32_t(jobs.size());
     p.total = uint32_t(total);
     r.dispatch(pipeline("copy.wgsl", "copy_many", {{"MAX_COPIES", std::to_string(kManyCopies)}}), &p, sizeof p,
-               {src, dst}, stride_groups(total));
+               {src, dst, src2}, stride_groups(total));
 }
 
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
@@ -503,8 +506,19 @@ void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const B
 }
 
 void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
-                            const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset) {
-    norm_with(r, "rmsnorm_gated", "z", x, z, w, y, rows, D, eps, weight_offset);
+                            const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset, uint32_t heads,
+                            uint32_t z_off, uint32_t z_ld, uint32_t z_hs) {
+    check(heads > 0 && rows % heads == 0, "rmsnorm_gated", "rows a whole number of heads");
+    if (!z_ld) z_ld = heads * D;
+    if (!z_hs) z_hs = D;
+    need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");
+    need(z, z_off + uint64_t(rows / heads - 1) * z_ld + uint64_t(heads - 1) * z_hs + D, "rmsnorm_gated", "z");
+    need(w, D, "rmsnorm_gated", "weight");
+    need(y, uint64_t(rows) * D, "rmsnorm_gated", "y");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    struct { uint32_t rows, D; float eps, off; uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs; } p{
+        rows, D, eps, weight_offset, gx, 0, 0, heads, z_off, z_ld, z_hs};
+    r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
 }
 
 void Kernels::rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
@@ -602,14 +616,17 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
 }
 
 void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
-                          const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows) {
+                          const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows, uint32_t x_off,
+                          uint32_t ldx) {
+    if (!ldx) ldx = C;
     check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
     check(commit_rows <= T, "causal_conv", "commit_rows above T");
-    need(x, uint64_t(T) * C, "causal_conv", "x");
+    check(ldx >= C, "causal_conv", "x row stride below the channels");
+    need(x, x_off + uint64_t(T - 1) * ldx + C, "causal_conv", "x");
     need(w, uint64_t(C) * Kc, "causal_conv", "weight");
     need(hist, uint64_t(C) * (Kc - 1), "causal_conv", "history");
     need(y, uint64_t(T) * C, "causal_conv", "y");
-    struct { uint32_t T, C, Kc, commit; } p{T, C, Kc, commit_rows};
+    struct { uint32_t T, C, Kc, commit, x_off, ldx; } p{T, C, Kc, commit_rows, x_off, ldx};
     r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
 }
 
@@ -626,12 +643,12 @@ void Kernels::gather(Recorder& r, const BufRef& src, uint32_t ld_src, uint32_t s
 void Kernels::gdn_inputs(Recorder& r, const BufRef& conv, const BufRef& b, const BufRef& a, uint32_t ld_ba,
                          const BufRef& A, const BufRef& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv,
                          uint32_t Dk, uint32_t Dv, const BufRef& q, const BufRef& k, const BufRef& v,
-                         const BufRef& decay, const BufRef& beta) {
+                         const BufRef& decay, const BufRef& beta, uint32_t b_off, uint32_t a_off) {
     uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
     check(ld_ba >= Hv, "gdn_inputs", "b/a row stride below the value heads");
     need(conv, T * conv_dim, "gdn_inputs", "conv");
-    need(b, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "b");
-    need(a, uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "a");
+    need(b, b_off + uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "b");
+    need(a, a_off + uint64_t(T - 1) * ld_ba + Hv, "gdn_inputs", "a");
     need(A, Hv, "gdn_inputs", "A");
     need(dt_bias, Hv, "gdn_inputs", "dt_bias");
     need(q, uint64_t(T) * Hk * Dk, "gdn_inputs", "q");
@@ -639,7 +656,7 @@ void Kernels::gdn_inputs(Recorder& r, const BufRef& conv, const BufRef& b, const
     need(v, uint64_t(T) * Hv * Dv, "gdn_inputs", "v");
     need(decay, uint64_t(T) * Hv, "gdn_inputs", "decay");
     need(beta, uint64_t(T) * Hv, "gdn_inputs", "beta");
-    struct { uint32_t T, Hk, Hv, Dk, Dv, ld_ba; } p{T, Hk, Hv, Dk, Dv, ld_ba};
+    struct { uint32_t T, Hk, Hv, Dk, Dv, ld_ba, b_off, a_off; } p{T, Hk, Hv, Dk, Dv, ld_ba, b_off, a_off};
     r.dispatch(pipeline("gdn_inputs.wgsl", "gdn_inputs"), &p, sizeof p, {conv, b, a, A, dt_bias, q, k, v, decay, beta},
                stride_groups(uint64_t(T) * Hv * Dv));
 }

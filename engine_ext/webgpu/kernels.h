@@ -135,19 +135,25 @@ public:
     // rows x heads vectors of D floats from (src_off, src_ld, src_hs) to (dst_off, dst_ld, dst_hs)
     void copy(Recorder& r, const BufRef& src, const BufRef& dst, uint32_t rows, uint32_t heads, uint32_t D,
               uint32_t src_off, uint32_t src_ld, uint32_t src_hs, uint32_t dst_off, uint32_t dst_ld, uint32_t dst_hs);
-    // Up to kManyCopies such copies from one buffer to another (or the same one) in one dispatch.
+    // Up to kManyCopies such copies from two buffers (src2 may be src) into one (which may be
+    // either) in one dispatch; a job reads src, or src2 where its `second` is 1.
     struct CopyJob {
         uint32_t rows, heads, D, src_off, src_ld, src_hs, dst_off, dst_ld, dst_hs;
+        uint32_t second = 0;
     };
     static constexpr uint32_t kManyCopies = 16;
-    void copy_many(Recorder& r, const BufRef& src, const BufRef& dst, const std::vector<CopyJob>& jobs);
+    void copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
+                   const std::vector<CopyJob>& jobs);
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                  uint32_t D, float eps, float weight_offset);
     // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)
     void add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y, uint32_t rows,
                      uint32_t D, float eps, float weight_offset);
+    // rows = tokens x heads vectors of D; the gate of (token t, head h) at z_off + t * z_ld + h * z_hs
+    // (0: packed, heads * D and D)
     void rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
-                       const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
+                       const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset, uint32_t heads = 1,
+                       uint32_t z_off = 0, uint32_t z_ld = 0, uint32_t z_hs = 0);
     // x [T][heads][D] in place; cos_sin [T][2][rot_dim/2]
     void rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
                 uint32_t D, uint32_t rot_dim);
@@ -170,11 +176,12 @@ public:
     void gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& g,
                     const BufRef& beta, const BufRef& state, const BufRef& out, uint32_t T,
                     uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale);
-    // The engine's GDN split: inputs from the conv output, then the step from S0 into S.
+    // The engine's GDN split: inputs from the conv output (b and a rows from b_off / a_off of
+    // their buffers, ld_ba apart), then the step from S0 into S.
     void gdn_inputs(Recorder& r, const BufRef& conv, const BufRef& b, const BufRef& a, uint32_t ld_ba,
                     const BufRef& A, const BufRef& dt_bias, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk,
                     uint32_t Dv, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& decay,
-                    const BufRef& beta);
+                    const BufRef& beta, uint32_t b_off = 0, uint32_t a_off = 0);
     void gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const BufRef& q, const BufRef& k,
                   const BufRef& v, const BufRef& decay, const BufRef& beta, const BufRef& out, uint32_t T,
                   uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv);
@@ -182,9 +189,10 @@ public:
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
                      const BufRef& out);
-    // hist: [Kc-1][C], oldest first
+    // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C)
     void causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
-                     const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows);
+                     const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows,
+                     uint32_t x_off = 0, uint32_t ldx = 0);
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});

@@ -524,15 +524,20 @@ void WebGpuBackend::gated_rmsnorm(RowsF x, RowsC z, int rows, int heads, int dim
     std::lock_guard<std::mutex> lock(mutex_);
     OpArgs a(*this);
     View vx{x.p, rows, x.ld, heads, x.hs, dim};
+    View vz{z.p, rows, z.ld, heads, z.hs, dim};
     BufRef bx = a.in(vx, "x");
-    BufRef bz = a.in(View{z.p, rows, z.ld, heads, z.hs, dim}, "z");
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef by = a.out(vx, "y");
-    if (BufferPtr xq = producing(w, x.p, rows, x.ld, heads * dim))  // the GDN output before its out projection
+    if (BufferPtr xq = producing(w, x.p, rows, x.ld, heads * dim)) {  // the GDN output before its out projection
+        BufRef bz = a.in(vz, "z");
         kernels_->quantizing_producer(rec_, "rmsnorm_gated_quant", bx, bz, bw, by, uint32_t(rows), uint32_t(dim), eps,
                                       0.0f, made_q_.format, BufRef(xq), uint32_t(heads));
-    else
-        kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    } else {  // the gate read where it lies (a strided view of the projection rows is not packed first)
+        uint32_t z_off = 0;
+        BufRef bz = a.in_whole(z.p, vz.extent(), z_off, "z");
+        kernels_->rmsnorm_gated(rec_, bx, bz, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f, uint32_t(heads),
+                                z_off, uint32_t(z.ld), uint32_t(z.hs));
+    }
     a.done();
 }
 
@@ -761,12 +766,14 @@ void WebGpuBackend::causal_conv(const ConvArgs& p) {
     if (p.n <= 0 || p.channels <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     OpArgs a(*this);
-    BufRef bx = a.in(rows_of(p.x, p.n, p.ldx, p.channels), "x");
+    uint32_t x_off = 0;  // the rows where they lie (a strided view is not packed first)
+    BufRef bx = a.in_whole(p.x, uint64_t(p.n - 1) * p.ldx + p.channels, x_off, "x");
     BufRef bw = a.in(span(p.w, uint64_t(p.channels) * p.K), "conv weight");
     // the layer owns the history: the kernel reads it and leaves it (commit_rows = 0)
     BufRef bh = a.in(span(p.hist, uint64_t(p.K - 1) * p.channels), "conv history");
     BufRef by = a.out(span(p.out, uint64_t(p.n) * p.channels), "conv out");
-    kernels_->causal_conv(rec_, bx, bw, bh, by, uint32_t(p.n), uint32_t(p.channels), uint32_t(p.K), 0);
+    kernels_->causal_conv(rec_, bx, bw, bh, by, uint32_t(p.n), uint32_t(p.channels), uint32_t(p.K), 0, x_off,
+                          uint32_t(p.ldx));
     a.done();
 }
 
@@ -779,11 +786,13 @@ void WebGpuBackend::gdn_inputs(const GdnInputsArgs& p) {
     uint64_t ba = uint64_t(T - 1) * p.ld_ba + Hv;
     OpArgs a(*this);
     BufRef conv = a.in(span(p.conv, T * conv_dim), "conv");
-    BufRef bb = a.in(span(p.b, ba), "b"), baa = a.in(span(p.a, ba), "a");
+    uint32_t b_off = 0, a_off = 0;  // where they lie: b and a are columns of the projection rows
+    BufRef bb = a.in_whole(p.b, ba, b_off, "b"), baa = a.in_whole(p.a, ba, a_off, "a");
     BufRef bA = a.in(span(p.A, Hv), "A"), bdt = a.in(span(p.dt_bias, Hv), "dt_bias");
     BufRef q = a.out(span(p.q, key), "q"), k = a.out(span(p.k, key), "k"), v = a.out(span(p.v, val), "v");
     BufRef decay = a.out(span(p.decay, heads), "decay"), beta = a.out(span(p.beta, heads), "beta");
-    kernels_->gdn_inputs(rec_, conv, bb, baa, uint32_t(p.ld_ba), bA, bdt, T, Hk, Hv, Dk, Dv, q, k, v, decay, beta);
+    kernels_->gdn_inputs(rec_, conv, bb, baa, uint32_t(p.ld_ba), bA, bdt, T, Hk, Hv, Dk, Dv, q, k, v, decay, beta, b_off,
+                         a_off);
     a.done();
 }
 
@@ -1110,10 +1119,8 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
     if (todo.empty()) return;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        // one dispatch when every source lies in one device array and every destination in one
-        const Buffer* sb = nullptr;
-        const Buffer* db = nullptr;
-        BufferPtr src, dst;
+        // one dispatch when the sources lie in at most two device arrays and every destination in one
+        BufferPtr src, src2, dst;
         std::vector<Kernels::CopyJob> kj;
         bool one = fuse_ && todo.size() <= Kernels::kManyCopies;
         for (size_t i = 0; one && i < todo.size(); ++i) {
@@ -1122,19 +1129,20 @@ void WebGpuBackend::copy_many(const std::vector<CopyJob>& jobs) {
             uint64_t so = 0, d_off = 0;
             const Region* rs = find(j.src.p, vs.extent() * 4, so);
             const Region* rd = find(j.dst.p, vd.extent() * 4, d_off);
-            one = rs && rd && (!sb || rs->buf.get() == sb) && (!db || rd->buf.get() == db) && so / 4 <= UINT32_MAX &&
-                  d_off / 4 <= UINT32_MAX;
+            one = rs && rd && (!dst || rd->buf == dst) && so / 4 <= UINT32_MAX && d_off / 4 <= UINT32_MAX;
             if (!one) break;
-            sb = rs->buf.get();
-            db = rd->buf.get();
-            src = rs->buf;
+            if (!src) src = rs->buf;
+            else if (rs->buf != src && !src2) src2 = rs->buf;
+            one = rs->buf == src || rs->buf == src2;
+            if (!one) break;
             dst = rd->buf;
             kj.push_back({uint32_t(j.rows), uint32_t(j.heads), uint32_t(j.dim), uint32_t(so / 4), uint32_t(j.src.ld),
-                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs)});
+                          uint32_t(j.src.hs), uint32_t(d_off / 4), uint32_t(j.dst.ld), uint32_t(j.dst.hs),
+                          rs->buf == src ? 0u : 1u});
         }
         if (one) {
             made_q_ = {};
-            kernels_->copy_many(rec_, BufRef(src), BufRef(dst), kj);
+            kernels_->copy_many(rec_, BufRef(src), BufRef(src2 ? src2 : src), BufRef(dst), kj);
             submit_early();
             return;
         }
