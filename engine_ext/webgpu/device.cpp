@@ -445,12 +445,14 @@ void Recorder::submit(bool wait) {
     WGPUCommandEncoder encoder = api.wgpuDeviceCreateCommandEncoder(dev, nullptr);
     if (!dispatches_.empty()) {
         WGPUComputePassEncoder pass = nullptr;
+        WGPUComputePipeline bound = nullptr;  // the pass's pipeline: set again only when it changes
         WGPUPassTimestampWrites writes = WGPU_PASS_TIMESTAMP_WRITES_INIT;
         WGPUComputePassDescriptor pdesc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
         auto end_pass = [&] {
             api.wgpuComputePassEncoderEnd(pass);
             api.wgpuComputePassEncoderRelease(pass);
             pass = nullptr;
+            bound = nullptr;
         };
         for (size_t i = 0; i < dispatches_.size(); ++i) {
             auto& d = dispatches_[i];
@@ -466,7 +468,10 @@ void Recorder::submit(bool wait) {
                 if (prof == 1) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, 0);
             }
             WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.params_size, d.buffers);
-            api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
+            if (d.pipeline.pipeline != bound) {
+                api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
+                bound = d.pipeline.pipeline;
+            }
             api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
             api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
             if (prof == 1 && i < timed) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, uint32_t(i + 1));
