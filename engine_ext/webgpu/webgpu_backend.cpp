@@ -444,7 +444,10 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
         throw std::logic_error("webgpu: attached arrays overlap");
     if (next != regions_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > a)
         throw std::logic_error("webgpu: attached arrays overlap");
-    made_q_ = {};
+    // a producer's quantized rows stay good unless they lay in this memory: an array attached
+    // between the producer and its matmul (a scratch block a layer takes) must not cost the
+    // matmul its codes, nor the producer its hint
+    drop_made_q_over(p, bytes);
     BufferPtr buf = device_->create_buffer(bytes, "attached array");
     if (upload) device_->write(buf, 0, p, bytes);
     regions_.emplace(a, Region{bytes, std::move(buf)});
@@ -452,8 +455,10 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
 
 void WebGpuBackend::detach(const void* p) {
     std::lock_guard<std::mutex> lock(mutex_);
-    made_q_ = {};
-    regions_.erase(reinterpret_cast<uintptr_t>(p));  // recorded dispatches keep their buffers alive
+    auto it = regions_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == regions_.end()) return;
+    drop_made_q_over(p, it->second.bytes);  // (as attach)
+    regions_.erase(it);  // recorded dispatches keep their buffers alive
 }
 
 void WebGpuBackend::to_host(const void* p, size_t bytes) {
