@@ -12,6 +12,7 @@ the words around the request must all be ones such requests are made of.
 from __future__ import annotations
 
 import ast
+import collections
 import difflib
 import io
 import re
@@ -186,9 +187,40 @@ def _definitions(tree: ast.Module) -> list[ast.AST]:
     return out
 
 
-def _import_lines(tree: ast.Module) -> set[int]:
-    """The lines of the top-level import statements, continuation lines included."""
-    return {i for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for i in _span(n)}
+def _imports(tree: ast.Module) -> list[tuple[str, set[str], range]]:
+    """The top-level import statements: each as its form without positions or layout (`from t
+    import (a,\n b)` is `from t import a, b`), the names it touches (modules, their first part,
+    imported names, aliases) and its lines, continuation lines included."""
+    out = []
+    for n in tree.body:
+        if not isinstance(n, (ast.Import, ast.ImportFrom)):
+            continue
+        names = {a.name for a in n.names} | {a.asname for a in n.names if a.asname}
+        modules = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module] if n.module else []
+        names |= {m.split(".")[0] for m in modules} | set(modules)
+        out.append((ast.dump(n), names, _span(n)))
+    return out
+
+
+def _explained_imports(ta: ast.Module, tb: ast.Module, instruction: str) -> tuple[set[int], set[int]]:
+    """For an import-only request: the lines of the old and new import statements that the
+    request explains. A statement on both sides (moved or re-wrapped, as sorting does) is
+    explained; one added or removed only when it touches a name the instruction names ("delete
+    the line `import functools`" does not explain `import os` becoming a second `import
+    posixpath`). "Unused" imports are not named, so such a request explains any removal, and an
+    added statement that only keeps names of removed ones (`from t import a` left of `from t
+    import a, b`)."""
+    said = {w.strip(".") for w in re.findall(r"[A-Za-z_][\w.]*", instruction)}
+    old, new = _imports(ta), _imports(tb)
+    count_a = collections.Counter(form for form, _, _ in old)
+    count_b = collections.Counter(form for form, _, _ in new)
+    unused = re.search(r"\bunused\b", instruction, re.IGNORECASE) is not None
+    removed = {n for form, names, _ in old if count_a[form] > count_b[form] for n in names}
+    ok_a = {i for form, names, span in old
+            if count_a[form] <= count_b[form] or names & said or unused for i in span}
+    ok_b = {i for form, names, span in new
+            if count_b[form] <= count_a[form] or names & said or (unused and names <= removed) for i in span}
+    return ok_a, ok_b
 
 
 def _docstring_lines(tree: ast.Module) -> set[int]:
@@ -219,8 +251,9 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
 
     - renames only: a changed line is explained when it equals the old one once every old and
       new name in both is masked;
-    - (Python) import changes only: a changed line is part of a top-level import statement or
-      blank, on its side;
+    - (Python) import changes only: a changed line is blank or part of a top-level import
+      statement that is on both sides or touches a name the instruction names (any removal for
+      "unused" imports), on its side;
     - (Python) deleting named functions, methods or classes only: a removed line belongs to one
       of them (decorators included) or is blank; nothing is added but blank lines;
     - (Python) adding or changing docstrings only: a changed line is part of a docstring or blank;
@@ -244,7 +277,8 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
             return "", []
         if _only_imports(said, old, new):
             what = "import change"
-            ok_a, ok_b = _import_lines(ta) | _blank(a), _import_lines(tb) | _blank(b)
+            ok_a, ok_b = _explained_imports(ta, tb, said)
+            ok_a, ok_b = ok_a | _blank(a), ok_b | _blank(b)
         elif _DELETE_VERB.search(said):
             defs = _definitions(ta)
             names = {d.name for d in defs}
