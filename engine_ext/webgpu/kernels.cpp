@@ -588,7 +588,7 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
 
 void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
                           const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows, uint32_t x_off,
-                          uint32_t ldx) {
+                          uint32_t ldx, const BufRef& x_rows) {
     if (!ldx) ldx = C;
     check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
     check(commit_rows <= T, "causal_conv", "commit_rows above T");
@@ -597,8 +597,10 @@ void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const B
     need(w, uint64_t(C) * Kc, "causal_conv", "weight");
     need(hist, uint64_t(C) * (Kc - 1), "causal_conv", "history");
     need(y, uint64_t(T) * C, "causal_conv", "y");
-    struct { uint32_t T, C, Kc, commit, x_off, ldx; } p{T, C, Kc, commit_rows, x_off, ldx};
-    r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
+    if (x_rows) need(x_rows, uint64_t(T) * C, "causal_conv", "x rows");
+    struct { uint32_t T, C, Kc, commit, x_off, ldx, keep_x; } p{T, C, Kc, commit_rows, x_off, ldx, x_rows ? 1u : 0u};
+    r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y, x_rows ? x_rows : y},
+               stride_groups(C));
 }
 
 void Kernels::gather(Recorder& r, const BufRef& src, uint32_t ld_src, uint32_t src_rows, const BufRef& ids,

@@ -188,10 +188,11 @@ public:
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
                      const BufRef& out);
-    // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C)
+    // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C); x_rows (optional): the
+    // T input rows again, packed
     void causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
                      const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows,
-                     uint32_t x_off = 0, uint32_t ldx = 0);
+                     uint32_t x_off = 0, uint32_t ldx = 0, const BufRef& x_rows = nullptr);
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});

@@ -769,8 +769,9 @@ void WebGpuBackend::causal_conv(const ConvArgs& p) {
     // the layer owns the history: the kernel reads it and leaves it (commit_rows = 0)
     BufRef bh = a.in(span(p.hist, uint64_t(p.K - 1) * p.channels), "conv history");
     BufRef by = a.out(span(p.out, uint64_t(p.n) * p.channels), "conv out");
+    BufRef bxr = p.x_rows ? a.out(span(p.x_rows, uint64_t(p.n) * p.channels), "conv input rows") : BufRef();
     kernels_->causal_conv(rec_, bx, bw, bh, by, uint32_t(p.n), uint32_t(p.channels), uint32_t(p.K), 0, x_off,
-                          uint32_t(p.ldx));
+                          uint32_t(p.ldx), bxr);
     a.done();
 }
 
