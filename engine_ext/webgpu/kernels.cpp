@@ -450,12 +450,20 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& src2, cons
 }
 
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
-                      uint32_t D, float eps, float weight_offset) {
-    need(x, uint64_t(rows) * D, "rmsnorm", "x");
+                      uint32_t D, float eps, float weight_offset, uint32_t heads, uint32_t x_off, uint32_t x_ld,
+                      uint32_t x_hs) {
+    check(heads > 0 && rows % heads == 0, "rmsnorm", "rows a whole number of heads");
+    if (!x_ld) x_ld = heads * D;
+    if (!x_hs) x_hs = D;
+    need(x, x_off + uint64_t(rows / heads - 1) * x_ld + uint64_t(heads - 1) * x_hs + D, "rmsnorm", "x");
     need(w, D, "rmsnorm", "weight");
     need(y, uint64_t(rows) * D, "rmsnorm", "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
-    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    struct {
+        uint32_t rows, D;
+        float eps, off;
+        uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs, x_off, x_ld, x_hs;
+    } p{rows, D, eps, weight_offset, gx, 0, 0, heads, 0, 0, 0, x_off, x_ld, x_hs};
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 

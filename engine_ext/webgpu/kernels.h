@@ -143,8 +143,11 @@ public:
     static constexpr uint32_t kManyCopies = 16;
     void copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
                    const std::vector<CopyJob>& jobs);
+    // rows = tokens x heads vectors of D; x of (token t, head h) at x_off + t * x_ld + h * x_hs
+    // (0: packed, heads * D and D); y packed
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
-                 uint32_t D, float eps, float weight_offset);
+                 uint32_t D, float eps, float weight_offset, uint32_t heads = 1, uint32_t x_off = 0,
+                 uint32_t x_ld = 0, uint32_t x_hs = 0);
     // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)
     void add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y, uint32_t rows,
                      uint32_t D, float eps, float weight_offset);
