@@ -42,8 +42,13 @@
 #   distinct outputs, without and with STRATA_WEBGPU_PROFILE=1)  STEPS="" (bench/webgpu_steps.py on
 #   the big model, one run per entry: "256" the bench's warm prompt, "256p" the same with
 #   STRATA_WEBGPU_PROFILE=1, "0" no warm prompt; every decode step's time split into encode,
-#   wait and the rest, against the window-cost rounds)  EARLY_AB="" (e.g. "48,8": those runs also
-#   alternate STRATA_WEBGPU_EARLY_FIRST over these values, an A/B in one process)
+#   wait and the rest, against the window-cost rounds; with a warm prompt also the first pass's
+#   time and submits)  EARLY_AB="" (e.g. "48,8": those runs also alternate STRATA_WEBGPU_EARLY_FIRST
+#   over these values, an A/B in one process)
+#   AB_SRC="" (a second source tree, e.g. main's unpacked beside this one: built too, in parallel,
+#   and each STEPS run done with it as well, right after this tree's, labelled "...-ab", with
+#   this tree's bench scripts over its own app and engine: a side-by-side A/B in one call)
+#   BIG_DECODE=1 (0 skips the big model's decode + window cost and its transformers run)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -55,7 +60,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}"
+: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}" "${AB_SRC:=}" "${BIG_DECODE:=1}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -136,8 +141,31 @@ step configure 60 cmake -S "$SRC" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Rel
   -DSTRATA_WGPU_INCLUDE_DIR="$WGPU_INC" "${extra[@]}" >"$WORK/configure.txt" 2>&1 \
   || { tail -30 "$WORK/configure.txt"; exit 1; }
 grep -i "webgpu\|python" "$WORK/configure.txt" | head -5
-step build 150 cmake --build "$BUILD" -j "$JOBS" >"$WORK/build.txt" 2>&1 || { tail -40 "$WORK/build.txt"; exit 1; }
+AB_BUILD=$BUILD-ab
+if [ -n "$AB_SRC" ]; then  # the A/B tree: configured alike, built beside this one with half the cores each
+  AB_SRC=$(cd "$AB_SRC" && pwd)
+  step "configure $AB_SRC" 60 cmake -S "$AB_SRC" -B "$AB_BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$PB_DIR" -DSTRATA_WEBGPU=ON \
+    -DSTRATA_WGPU_INCLUDE_DIR="$WGPU_INC" "${extra[@]}" >"$WORK/configure-ab.txt" 2>&1 \
+    || { tail -30 "$WORK/configure-ab.txt"; exit 1; }
+  ( step "build $AB_SRC" 150 cmake --build "$AB_BUILD" -j $(( (JOBS + 1) / 2 )) >"$WORK/build-ab.txt" 2>&1 \
+    || tail -40 "$WORK/build-ab.txt" ) &
+  AB_PID=$!
+  JOBS_A=$(( (JOBS + 1) / 2 ))
+else
+  JOBS_A=$JOBS
+fi
+step build 150 cmake --build "$BUILD" -j "$JOBS_A" >"$WORK/build.txt" 2>&1 || { tail -40 "$WORK/build.txt"; exit 1; }
 echo "== built $(ls "$BUILD"/_engine*.so) at t=$(elapsed)s"
+if [ -n "$AB_SRC" ]; then
+  wait $AB_PID
+  if ls "$AB_BUILD"/_engine*.so >/dev/null 2>&1; then
+    echo "== built the A/B tree $(ls "$AB_BUILD"/_engine*.so) (commit $(cat "$AB_SRC/.commit" 2>/dev/null || echo '?')) at t=$(elapsed)s"
+    cp "$SRC"/bench/webgpu_steps.py "$SRC"/bench/webgpu_decode.py "$AB_SRC"/bench/  # one procedure for both
+  else
+    echo "== the A/B tree did not build: no A/B"; AB_SRC=
+  fi
+fi
 export STRATA_DEV_BUILD=$BUILD PYTHONPATH=$SRC/app${PYTHONPATH:+:$PYTHONPATH} STRATA_WEBGPU_ADAPTER=$ADAPTER
 
 # 4. the adapter and its limits
@@ -187,13 +215,16 @@ for xl in $PROFILE_XLOADS; do
 done
 # each decode step's time split (host encode / waiting submit / the rest) against the window rounds
 for st in $STEPS; do
-  [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_PROFILE=$([ "${st%p}" != "$st" ] && echo 1) \
-    step "[$BIG_PRESET] decode steps, warm prompt ${st%p}$([ "${st%p}" != "$st" ] && echo ', profiled')" 75 $PY bench/webgpu_steps.py "$BIG_MODEL" \
-    --warm-prompt "${st%p}" --tokens "$BIG_TOKENS" --early-ab "$EARLY_AB" --label "$BIG_PRESET-steps-$st" \
-    --out "$RES" >/dev/null
+  for side in this ${AB_SRC:+ab}; do  # then the A/B tree (its engine and app, this tree's script)
+    [ "$side" = ab ] && tree=$AB_SRC build=$AB_BUILD tag=-ab || tree=$SRC build=$BUILD tag=
+    [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ] && STRATA_WEBGPU_PROFILE=$([ "${st%p}" != "$st" ] && echo 1) \
+      STRATA_DEV_BUILD=$build step "[$BIG_PRESET$tag] decode steps, warm prompt ${st%p}$([ "${st%p}" != "$st" ] && echo ', profiled')" \
+      75 $PY "$tree"/bench/webgpu_steps.py "$BIG_MODEL" --warm-prompt "${st%p}" --tokens "$BIG_TOKENS" \
+      --early-ab "$EARLY_AB" --label "$BIG_PRESET-steps-$st$tag" --out "$RES" >/dev/null
+  done
 done
 [ "$ANCHOR" = 1 ] && decode anchor "$MODEL" "$TOKENS" 60 60
-[ "$BIG" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120
+[ "$BIG" = 1 ] && [ "$BIG_DECODE" = 1 ] && decode "$BIG_PRESET" "$BIG_MODEL" "$BIG_TOKENS" 120 120
 
 # 8. lossless drafting on the GPU: an edit workload, drafting off vs on, the model's own output
 #    (identical?) and forced to the recorded answers (the speed of a model that copies well)

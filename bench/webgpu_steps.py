@@ -7,7 +7,8 @@ work, the logits' copy into NumPy, Python), from engine.backend_counters() aroun
                                      [--out RESULTS.jsonl]
 
 Phases, in this order, on one engine (bench/webgpu_decode.py's procedure first):
-  warm-up      the --warm-prompt prefill, a reset, the 16-token prompt and 4 steps, a reset
+  warm-up      the --warm-prompt prefill (the engine's first pass: its time and submits are
+               reported as warm_prompt_*), a reset, the 16-token prompt and 4 steps, a reset
   decode       the prompt, then --tokens greedy T=1 steps (argmax of each step's logits)
   window       --windows T=1 windows of random ids (run 1, commit 1), as the window-cost rounds
   decode-again a reset, the prompt and --tokens greedy steps once more
@@ -79,8 +80,14 @@ def main() -> None:
 
     prompt = prompt_ids(vocab, 16)
     t = time.perf_counter()
-    if args.warm_prompt:
+    first = {}
+    if args.warm_prompt:  # the engine's first pass: no scratch arena yet, every expert uploaded
+        c0 = eng.backend_counters()
         prefill(prompt_ids(vocab, args.warm_prompt, seed=2))
+        c1 = eng.backend_counters()
+        first = {"warm_prompt_s": time.perf_counter() - t,
+                 **{f"warm_prompt_{k}": c1[k] - c0.get(k, 0.0) for k in ("submits", "early_submits", "dispatches",
+                                                                         "encode_s", "run_s") if k in c1}}
         eng.reset()
     prefill(prompt)
     for tok in prompt[:4]:
@@ -126,7 +133,11 @@ def main() -> None:
         phases[phase] = p
         print(f"{phase:13s} mean {p['mean_ms']:7.2f} ms  median {p['median_ms']:7.2f}  encode {p['encode_ms']:6.2f}  "
               f"wait {p['wait_ms']:6.2f}  other {p['other_ms']:6.2f}  {p['per_step']}", file=sys.stderr)
-    emit({"what": "steps", "model": args.label, "warm_prompt": args.warm_prompt, "warmup_s": warmup_s,
+    if first:
+        print(f"first pass ({args.warm_prompt} tokens) {first['warm_prompt_s']:.2f} s, "
+              f"{first.get('warm_prompt_submits', 0):.0f} submits + {first.get('warm_prompt_early_submits', 0):.0f} early",
+              file=sys.stderr)
+    emit({"what": "steps", "model": args.label, "warm_prompt": args.warm_prompt, "warmup_s": warmup_s, **first,
           "profile": os.environ.get("STRATA_WEBGPU_PROFILE", ""), "phases": phases}, args.out)
 
 

@@ -114,7 +114,7 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
         ~ExactAfter() { be.set_prefill(false); }
     } exact_after{be};
     be.set_prefill(prefill);
-    scratch_.reset();
+    scratch_.reset(&be);  // what does not fit the arena this pass is attached too
     arena_.set(be, scratch_.base(), scratch_.capacity(), false);  // activations live on the device
     ScratchScope sc(scratch_);
     float* x = sc.alloc<float>(size_t(n) * H);
@@ -166,7 +166,7 @@ void Engine::begin_window(int T, bool keep_rows) {
 
 const float* Engine::run(const int32_t* tokens, int T) { return run_ex(tokens, T, false); }
 
-const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
+const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only, float* out) {
     std::lock_guard<std::mutex> lk(mu_);
     if (open_) throw WindowError("run: the previous window is not committed yet (call commit(keep) first)");
     if (T < 1) throw WindowError("run: a window needs at least one token");
@@ -189,12 +189,15 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     begin_window(T, keep_rows);
     run_union_.assign(n_moe_layers_, {});
     late_ids_.clear();
-    logits_.resize(size_t(last_only ? 1 : T) * spec_.vocab);
+    if (!out) {
+        logits_.resize(size_t(last_only ? 1 : T) * spec_.vocab);
+        out = logits_.data();
+    }
     try {
         for (int r0 = 0; r0 < T; r0 += kPassRows) {
             int n = std::min(kPassRows, T - r0);
             bool last_pass = r0 + n == T;
-            forward_pass(tokens + r0, n, pos_ + r0, r0, (last_only && !last_pass) ? nullptr : logits_.data(),
+            forward_pass(tokens + r0, n, pos_ + r0, r0, (last_only && !last_pass) ? nullptr : out,
                          last_only, prefill);
         }
     } catch (...) {
@@ -235,7 +238,7 @@ const float* Engine::run_ex(const int32_t* tokens, int T, bool last_only) {
     }
     store_->drain_telemetry(tele_);
     tele_.run_us = now_us() - t0;
-    return logits_.data();
+    return out;
 }
 
 void Engine::commit(int keep) {

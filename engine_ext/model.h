@@ -44,8 +44,9 @@ public:
     void reset() override;
     const WindowTelemetry& last_telemetry() const override { return tele_; }
 
-    // run with logits for the last row only (prefill): returns 1 x vocab
-    const float* run_ex(const int32_t* tokens, int T, bool last_only);
+    // run with logits for the last row only (prefill): returns 1 x vocab. `out`: the logits go
+    // there (rows x vocab floats, the caller's array) instead of the engine's own buffer.
+    const float* run_ex(const int32_t* tokens, int T, bool last_only, float* out = nullptr);
     bool window_open() const { return open_; }
     int last_rows() const { return last_rows_; }
     const ModelSpec& spec() const { return spec_; }

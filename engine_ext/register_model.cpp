@@ -67,6 +67,24 @@ std::vector<int32_t> tokens_from(const py::object& obj) {
     return out;
 }
 
+// run(out=...): the caller's array the logits go into, as it is (no cast, no copy), else a
+// one-line ValueError saying what it must be.
+py::array_t<float> logits_out(const py::object& out, py::ssize_t rows, py::ssize_t vocab) {
+    const std::string want = "run: out must be a writable C-contiguous float32 array of shape (" + std::to_string(rows) +
+                             ", " + std::to_string(vocab) + ")";
+    if (!py::isinstance<py::array>(out))
+        throw py::value_error(want + ", not " + std::string(py::str(out.get_type().attr("__name__"))));
+    auto arr = out.cast<py::array>();
+    std::string shape;
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(arr.shape(i));
+    const std::string got = std::string(py::str(arr.dtype())) + " (" + shape + (arr.ndim() == 1 ? ",)" : ")");
+    if (!arr.dtype().is(py::dtype::of<float>()) || arr.ndim() != 2 || arr.shape(0) != rows || arr.shape(1) != vocab)
+        throw py::value_error(want + ", not " + got);
+    if (!(arr.flags() & py::array::c_style)) throw py::value_error(want + ", not a strided view");
+    if (!arr.writeable()) throw py::value_error(want + ", not a read-only one");
+    return py::reinterpret_borrow<py::array_t<float>>(arr);
+}
+
 }  // namespace
 
 void register_model(py::module_& m) {
@@ -119,22 +137,29 @@ void register_model(py::module_& m) {
              py::arg("config_json") = "{}", py::arg("backend") = "cpu")
         .def(
             "run",
-            [](Engine& e, const py::object& tokens, bool last_only) {
+            [](Engine& e, const py::object& tokens, bool last_only, const py::object& out) {
                 std::vector<int32_t> tok = tokens_from(tokens);
-                const float* out;
-                int rows;
+                if (tok.empty()) e.run_ex(tok.data(), 0, last_only);  // the engine's WindowError
+                // the logits go straight into the returned array (the backend's readback writes
+                // there), no copy from an engine buffer
+                const py::ssize_t rows = last_only ? 1 : py::ssize_t(tok.size()), vocab = e.vocab();
+                py::array_t<float> a;
+                if (out.is_none()) {
+                    a = py::array_t<float>({rows, vocab});
+                } else {
+                    a = logits_out(out, rows, vocab);
+                }
+                float* dst = a.mutable_data();
                 {
                     py::gil_scoped_release rel;
-                    out = e.run_ex(tok.data(), int(tok.size()), last_only);
-                    rows = e.last_rows();
+                    e.run_ex(tok.data(), int(tok.size()), last_only, dst);
                 }
-                py::array_t<float> a({rows, e.vocab()});
-                std::memcpy(a.mutable_data(), out, sizeof(float) * size_t(rows) * e.vocab());
                 return a;
             },
-            py::arg("tokens"), py::arg("last_only") = false,
+            py::arg("tokens"), py::arg("last_only") = false, py::arg("out") = py::none(),
             "Run a window of tokens from pos; returns (T, vocab) float32 next-token logits "
-            "((1, vocab) with last_only=True).")
+            "((1, vocab) with last_only=True). out: a float32 C-contiguous writable array of that "
+            "shape to write them into (returned), e.g. one buffer reused every step.")
         .def(
             "commit",
             [](Engine& e, int keep) {

@@ -9,8 +9,14 @@
 
 namespace strata {
 
+class Backend;
+
 class Scratch {
 public:
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch();
     // n elements of T, 64-byte aligned, valid until the enclosing scope ends.
     template <typename T>
     T* alloc(size_t n) {
@@ -19,8 +25,10 @@ public:
     size_t mark() const { return used_; }
     void release(size_t mark);
     // Start of a pass (nothing is in use): if the last pass outgrew the arena, it grows to that
-    // pass's high-water mark, so the next pass fits without allocating.
-    void reset();
+    // pass's high-water mark, so the next pass fits without allocating. `be`: the pass's
+    // backend, to which the blocks of allocations that do not fit are attached (a GPU backend
+    // keeps them on the device, as the arena); the last pass's blocks are detached and freed.
+    void reset(Backend* be = nullptr);
     size_t capacity() const { return cap_; }
     void* base() const { return base_; }
 
@@ -29,13 +37,21 @@ private:
     std::unique_ptr<uint8_t[]> mem_;
     uint8_t* base_ = nullptr;  // 64-byte aligned start of mem_
     size_t cap_ = 0, used_ = 0, high_ = 0;
-    // allocations that did not fit, with their offsets: each has its own block until the
-    // scope that took it ends (the arena grows at the next reset)
+    // Allocations that did not fit get blocks of their own (the arena grows at the next reset).
+    // A block stays, attached to the pass's backend, until the next reset: an allocation that
+    // does not fit takes the smallest free block that holds it, so the layers of a long first
+    // pass reuse the same few blocks (and their device copies) instead of each op's operands
+    // going through the host.
     struct Block {
-        size_t offset;
+        size_t bytes;
         std::unique_ptr<uint8_t[]> mem;
+        uint8_t* p;  // 64-byte aligned in mem
+        bool used;
     };
-    std::vector<Block> overflow_;
+    std::vector<Block> blocks_;
+    std::vector<std::pair<size_t, size_t>> overflow_;  // live allocations in blocks: (offset, block)
+    Backend* be_ = nullptr;
+    void drop_blocks();
 };
 
 class ScratchScope {

@@ -66,6 +66,33 @@ def test_forced_rejection_matches_serial(model_path, serial, fold):
                 assert eng.save_state() == states[pos0 + keep + 1], (pos0, T, keep)
 
 
+def test_logits_into_a_caller_array(model_path, serial):
+    """run(out=...) writes the logits into the caller's array and returns that array; the same
+    bits as a fresh one. A wrong array is refused with a one-line ValueError before anything runs."""
+    seq, ref_logits, states = serial
+    eng = strata.load(model_path, threads=2)
+    buf = np.full((3, eng.vocab_size), np.nan, np.float32)
+    got = eng.run(seq[:3], out=buf)
+    assert got is buf
+    eng.commit(1)
+    assert np.array_equal(buf[0], ref_logits[0])
+    last = np.zeros((1, eng.vocab_size), np.float32)
+    assert eng.run(seq[1:3], last_only=True, out=last) is last
+    assert np.array_equal(last[0], ref_logits[2])
+    eng.commit(2)
+    V = eng.vocab_size
+    bad = [np.zeros((1, V), np.float64), np.zeros((2, V), np.float32), np.zeros((V,), np.float32),
+           np.zeros((1, 2 * V), np.float32)[:, ::2], [[0.0] * V]]
+    ro = np.zeros((1, V), np.float32)
+    ro.flags.writeable = False
+    for b in bad + [ro]:
+        with pytest.raises(ValueError, match=r"out must be a writable C-contiguous float32 array of shape \(1, ") as e:
+            eng.run([seq[3]], out=b)
+        assert "\n" not in str(e.value)
+    assert eng.pos == 3 and not eng.window_open
+    assert np.array_equal(eng.run([seq[3]], out=np.empty((1, V), np.float32))[0], ref_logits[3])
+
+
 def test_eager_commit_state_equals_serial(model_path, serial):
     seq, _, states = serial
     eng = strata.load(model_path, threads=1)

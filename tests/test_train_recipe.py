@@ -298,6 +298,85 @@ def test_change_marks_land_on_exactly_the_changed_tokens():
     assert [enc.ids[i] for i in np.flatnonzero(marks == 2)] == [tok.token_to_id(prompts.ENDOFTEXT)]
 
 
+def test_change_marks_take_the_newline_run_at_each_join():
+    """v7: given the example's text, change_marks also marks the whitespace tokens with a newline
+    right before and right after each changed run (BPE's `\n`, `\n\n`, `\n\n    ` at a join
+    depend on the change); without the text, marks are as before."""
+    from strata.models import bundled_model_path
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    src = "import os\nimport sys\n\n\ndef foo(a):\n    x = 10\n    return foo(a) + x\n"
+    cls = "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n"
+    cases = [
+        (src, src.replace("import sys\n", "import math\nimport sys\n"), ["\n", "import", " math", "\n"]),
+        (src, src.replace("import sys\n", ""), ["\n\n", "\n"]),
+        (src, src.replace("foo", "bar_baz"), [" bar", "_", "baz", " bar", "_", "baz"]),  # no newline next to them
+        (src, src, []),
+        ("x = 1\ny = 2\n", "x = 1\n", ["\n", prompts.ENDOFTEXT]),  # the file now ends after "1\n"
+        (cls, cls.replace("\n\n    def g(self):\n        return 2\n", "\n"), ["\n", prompts.ENDOFTEXT]),
+    ]
+    for original, rewritten, want in cases:
+        ex = prompts.edit_example("a.py", original, "do it", rewritten)
+        start = len(prompts.edit_prompt("a.py", original, "do it"))
+        enc = tok.encode(ex)
+        spans = make_rows.changed_spans(original, rewritten)
+        marks = make_rows.change_marks(enc.offsets, start, spans, 0, ex)
+        changed = [tok.decode([t], skip_special_tokens=False) for t, m in zip(enc.ids, marks) if m == 2]
+        assert changed == want, (rewritten, changed)
+        plain = make_rows.change_marks(enc.offsets, start, spans, 0)
+        assert ((marks == 2) >= (plain == 2)).all() and ((marks > 0) == (plain > 0)).all()
+    # the rewrite's first token is never extended back into the prompt
+    ex = prompts.edit_example("a.py", "x = 1\n", "do it", "\nx = 1\n")
+    start = len(prompts.edit_prompt("a.py", "x = 1\n", "do it"))
+    enc = tok.encode(ex)
+    marks = make_rows.change_marks(enc.offsets, start, make_rows.changed_spans("x = 1\n", "\nx = 1\n"), 0, ex)
+    assert (marks[: int(np.flatnonzero(marks)[0])] == 0).all() and tok.decode(
+        [t for t, m in zip(enc.ids, marks) if m > 0], skip_special_tokens=False) == "\nx = 1\n" + prompts.ENDOFTEXT
+
+
+RENAME_MODULE = '''"""Helpers around parse_header."""
+__all__ = ["parse_header", "Reader"]
+
+
+def parse_header(line):
+    # parse_header splits one line
+    return line.split(":")
+
+
+class Reader:
+    """Reads headers with parse_header."""
+
+    def read(self, stream):
+        fn = getattr(self, "parse_header", None)
+        return [parse_header(x) for x in stream], fn
+'''
+
+
+def test_rename_reaches_strings_and_comments_unless_the_name_is_a_plain_word():
+    """v7: a rename also renames the name in `__all__` and getattr-style strings and in comment
+    and docstring mentions; a plain lowercase word that a comment or string has ("line") is
+    never picked, since there the word may be meant."""
+    toks = file_tasks.tokens_of(RENAME_MODULE)
+    tree = ast.parse(RENAME_MODULE)
+    seen = {}
+    for seed in range(80):
+        r = file_tasks.rename(RENAME_MODULE, tree, toks, random.Random(seed))
+        assert r is not None
+        spec, out = r
+        ast.parse(out)
+        assert spec["old"] != "line"
+        assert not re.search(rf"(?<!\w){re.escape(spec['old'])}(?!\w)", out)
+        assert re.sub(rf"(?<!\w){re.escape(spec['new'])}(?!\w)", spec["old"], out) == RENAME_MODULE
+        seen[spec["old"]] = (spec["new"], out)
+    assert {"parse_header", "Reader"} <= set(seen)
+    # the two docstrings, __all__, the def, the comment, getattr's string, the call
+    new, out = seen["parse_header"]
+    assert RENAME_MODULE.count("parse_header") == 7 and out.count(new) == 7
+    new, out = seen["Reader"]
+    assert f'__all__ = ["parse_header", "{new}"]' in out and "class Reader" not in out
+
+
 def test_packer_keeps_marks_aligned_with_tokens():
     packer = make_rows.Packer(width=64, eos=0, code_row_frac=0.3, seed=5)
     for i in range(30):
@@ -449,3 +528,26 @@ def test_producer_scrambles_only_when_asked():
         assert not any(r["text"] in text for r in rows)
     for ids, _ in plain[0]:
         assert any(r["text"] in tok.decode(ids.tolist(), skip_special_tokens=False) for r in rows)
+
+
+def test_producer_marks_the_newline_run_at_joins():
+    """make_rows.work hands each example's text to change_marks (v7), so the producer's marks
+    are the join-extended ones: the same as change_marks with the text, never fewer than without."""
+    make_rows._init(str(Path(__file__).resolve().parent.parent / "app/strata/models/strata-tiny/tokenizer.json"))
+    rows = [{"path": f"pkg/m{i}.py", "text": MODULE.replace("LIMIT", f"LIMIT{i}"), "sha256": f"{i:064d}"}
+            for i in range(6)]
+    edits = make_rows.work((rows, 11, 0.35, 0.0, 1, 0.0, 24_000, 0, (), 0.0))[0]
+    tok = make_rows._TOK
+    extended = 0
+    for ids, marks in edits:
+        text = tok.decode(ids.tolist(), skip_special_tokens=False)
+        enc = tok.encode(text)
+        assert enc.ids == ids.tolist()
+        cut = text.rindex(prompts.REWRITE) + len(prompts.REWRITE)
+        prompt, rewritten = text[:cut], text[cut:-len(prompts.ENDOFTEXT)]
+        original = next(r["text"] for r in rows if r["text"] in prompt)
+        spans = make_rows.changed_spans(original, rewritten)
+        assert np.array_equal(marks, make_rows.change_marks(enc.offsets, cut, spans, 0, text))
+        plain = make_rows.change_marks(enc.offsets, cut, spans, 0)
+        extended += int((marks == 2).sum() - (plain == 2).sum())
+    assert edits and extended > 0

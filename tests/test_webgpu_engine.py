@@ -61,6 +61,27 @@ def test_window_rows_equal_serial_decode_with_rejections(models, arch):
     assert_windows_equal_serial(serial, windowed, [([10, 11, 12, 13], 2), ([20, 21, 22], 1), ([30, 31, 32, 33, 34], 5), ([40, 41], 1)])
 
 
+def test_logits_read_back_into_a_caller_array(models):
+    # the readback writes the logits straight into run's array (the caller's with out=): the
+    # same bits as the engine's own array, for every row and for last_only
+    path = models[("qwen3_next", "float32")]
+    a, b = strata.load(path, threads=1, backend="webgpu"), strata.load(path, threads=1, backend="webgpu")
+    ids = [4, 8, 15, 16, 23]
+    buf = np.full((len(ids), a.vocab_size), np.nan, np.float32)
+    assert a.run(ids, out=buf) is buf
+    np.testing.assert_array_equal(buf, b.run(ids))
+    a.commit(2)
+    b.commit(2)
+    one = np.full((1, a.vocab_size), np.nan, np.float32)
+    for tok in (42, 7):
+        a.run([tok], last_only=True, out=one)
+        np.testing.assert_array_equal(one, b.run([tok], last_only=True))
+        a.commit(1)
+        b.commit(1)
+    with pytest.raises(ValueError, match="float32"):
+        a.run([1], out=np.zeros((1, a.vocab_size), np.float16))
+
+
 def test_greedy_tokens_agree_with_cpu(models):
     path = models[("qwen3_next", "float32")]
     cpu = strata.load(path, threads=1)

@@ -208,7 +208,7 @@ def test_streamed_pack_of_quantized_experts_equals_the_gguf_on_webgpu(ggufs, tmp
     eng = strata.load(pack, threads=1, backend="webgpu", expert_cache=k * info.ex["stride"])
     got = decode(eng)
     np.testing.assert_array_equal(got, ref)
-    # the windows after the first pass ran their acquired experts through matmul_quant_routed,
+    # the windows (the first pass's too) ran their acquired experts through matmul_quant_routed,
     # from device slots written when the reads landed
     c = dict(eng.backend_counters())
     assert c["moe_streamed_on_device"] > 0 and c["slot_uploads_at_fill"] > 0 and c["slot_uploads_at_use"] == 0
@@ -302,15 +302,16 @@ def test_producers_that_quantize_their_rows_change_no_bit(ggufs, arch, mix, monk
     path = ggufs[(arch, mix)]
     folded = gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "1")
     folded, plain = prefilled(PROMPT, folded, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_QUANT_FOLD", "0"))
-    # the first window teaches the post-attention norms (the prefill's MoE layers group on the host)
-    for i, (window, keep) in enumerate([([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]):
+    # the prefill taught every producer (its MoE layers run on the device too: an engine's first
+    # pass has its scratch blocks attached), so the first window folds as much as the later ones
+    for window, keep in [([10, 11, 12, 13], 2), ([20], 1), ([30, 31, 32], 3), ([40, 41], 1)]:
         before, plain_before = folded.backend_counters(), plain.backend_counters()
         np.testing.assert_array_equal(np.array(folded.run(window)), np.array(plain.run(window)))
         after, plain_after = folded.backend_counters(), plain.backend_counters()
         fewer = (plain_after["dispatches"] - plain_before["dispatches"]) - (after["dispatches"] - before["dispatches"])
         # per layer (4): the input norm's, the post-attention norm's (one for the shared and the
         # routed experts) and the routed SwiGLU's quantize_rows; then the final norm's
-        assert fewer >= (4 * 3 + 1 if i else 4 * 2 + 1), (window, fewer)
+        assert fewer >= 4 * 3 + 1, (window, fewer)
         assert after["submits"] - before["submits"] == 1, window
         folded.commit(keep)
         plain.commit(keep)

@@ -131,6 +131,28 @@ def test_long_prefill_cut_short_matches_cpu(model):
     assert np.abs(x - y).max() <= LOGITS_REL * np.abs(y).max()
 
 
+@pytest.mark.parametrize("T", [6, 90])
+def test_a_first_pass_outside_the_arena_stays_on_the_device(bf16_model, T):
+    # an engine's first pass has no scratch arena yet (it grows to the pass's high-water mark
+    # afterwards): its activations go to blocks of their own, attached like the arena, so the
+    # pass is one waiting submit with the experts chosen on the device, and its logits are the
+    # arena pass's, bit for bit
+    import json
+    import os
+
+    with open(os.path.join(bf16_model, "config.json")) as f:
+        moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
+    ids = [int(i) for i in np.random.default_rng(4).integers(0, 500, T)]
+    eng = gpu(bf16_model)
+    before = eng.backend_counters()
+    first = np.array(eng.run(ids))
+    after = eng.backend_counters()
+    assert after["submits"] - before["submits"] == 1
+    assert after["moe_on_device"] - before["moe_on_device"] == moe_layers
+    eng.reset()
+    np.testing.assert_array_equal(eng.run(ids), first)  # the arena now holds the pass
+
+
 @pytest.mark.parametrize("options", [dict(readahead=True), dict(routing="protect=1,bonus=8"),
                                      dict(readahead=True, routing="root-readahead")])
 def test_streamed_experts_with_readahead_and_cache_aware_routing_match_cpu(model, tmp_path, options):

@@ -38,9 +38,14 @@ from rewrite_tasks import iter_corpus  # noqa: E402
 from strata import prompts  # noqa: E402
 
 
+# bf16 autocast on the GPU unless --f32 (v7: strata computes in f32 from the bf16 weights, so f32
+# logits are what its users get; a near-tie can go the other way under bf16)
+BF16_ON_GPU = True
+
+
 def _autocast(device):
     return torch.autocast(device_type="cuda" if str(device).startswith("cuda") else "cpu",
-                          dtype=torch.bfloat16, enabled=str(device).startswith("cuda"))
+                          dtype=torch.bfloat16, enabled=BF16_ON_GPU and str(device).startswith("cuda"))
 
 
 def parses(text: str) -> bool:
@@ -320,12 +325,15 @@ def main() -> None:
     ap.add_argument("--forced", action="store_true",
                     help="edits teacher-forced (eval_forced: one forward pass per task) instead of generated")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--f32", action="store_true", help="no bf16 autocast on the GPU (float32 throughout, as on the CPU)")
     ap.add_argument("--gen-batch", type=int, default=128, help="prompts per transformers generate() call")
     ap.add_argument("--engine", choices=("transformers", "strata"), default="transformers",
                     help="generate with transformers (batched) or with strata itself (drafting on; needs --model)")
     ap.add_argument("--threads", type=int, default=None, help="strata engine threads")
     ap.add_argument("--task-seconds", type=float, default=120.0, help="strata engine: time budget per generation")
     args = ap.parse_args()
+    global BF16_ON_GPU
+    BF16_ON_GPU = not args.f32
     if args.engine == "strata" and not args.model:
         raise SystemExit("--engine strata needs --model (an exported folder)")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -339,7 +347,8 @@ def main() -> None:
 
         T.choose_gdn(log, "auto", args.device)
     model, tokenizer = load_model(args, args.device)
-    results = {"model": str(args.model or args.ckpt), "engine": args.engine}
+    results = {"model": str(args.model or args.ckpt), "engine": args.engine,
+               "math": "bf16 autocast" if BF16_ON_GPU and str(args.device).startswith("cuda") else "f32"}
     engine = StrataEngine(args.model, args.threads) if args.engine == "strata" else None
     heldout = list(iter_corpus(args.heldout))
     if args.forced:

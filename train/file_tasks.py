@@ -144,6 +144,15 @@ def sort_imports(text, tree, toks, rng):
     return ({"kind": "sort_imports"}, out) if parses(out) else None
 
 
+# v7: a rename is done everywhere the name occurs as a whole word, in `__all__` and getattr-style
+# strings and in comment and docstring mentions too (what a person means by renaming
+# `parse_header`; v6's rewrites left such mentions and strata's edit guard flags that), unless
+# the name is a plain lowercase word ("path", "result"), whose mentions in prose may be the word
+# itself: such names are renamed only where no string or comment has them. The held-out tasks
+# use the same rule, so rename tasks from v7 on differ from v6's.
+_PLAIN_WORD = re.compile(r"[a-z]+")
+
+
 def rename(text, tree, toks, rng, vocab=()):
     names = [t.string for t in toks if t.type == tokenize.NAME]
     taken = set(names)
@@ -162,8 +171,8 @@ def rename(text, tree, toks, rng, vocab=()):
     cands.sort(key=lambda nk: -rng.random() ** (1 / (3.0 if nk[1] in ("function", "class") else 1.0)))
     for old, what in cands[:8]:
         pattern = re.compile(rf"(?<![\w]){re.escape(old)}(?![\w])")
-        if len(pattern.findall(text)) != names.count(old):
-            continue  # an occurrence in a string or comment: "everywhere" would be ambiguous
+        if len(pattern.findall(text)) != names.count(old) and _PLAIN_WORD.fullmatch(old):
+            continue  # a plain word in a string or comment may mean the word: "everywhere" would be ambiguous
         new = vocab_identifier(rng, old, taken, vocab) if vocab and rng.random() < VOCAB_SHARE else None
         new = new or new_identifier(rng, old, taken)
         if new is None:

@@ -10,7 +10,8 @@ worker processes, turns each into:
 Beside each shard of rows goes a shard of marks (marks_NNNN.npy, uint8, same shape, written
 first): 1 on the tokens of an edit's rewrite and its <|endoftext|>, 2 on the rewrite tokens that
 carry a change (change_marks(): the characters that differ from the original, the first token
-after a deletion, and --mark-after tokens after each change), 0 elsewhere (prompts, chats, code).
+after a deletion, the newline tokens at each join (v7), and --mark-after tokens after each
+change), 0 elsewhere (prompts, chats, code).
 train.py --changed-weight reads them; the rows themselves do not depend on them.
 
 --rare-vocab N (v5): before the first pass, every eighth file is tokenized and the vocabulary
@@ -90,12 +91,21 @@ def changed_spans(original: str, rewritten: str) -> list[tuple[int, int]]:
     return spans
 
 
-def change_marks(offsets, rewrite_start: int, spans, after: int = 0) -> np.ndarray:
+def _newline_run(text: str, s: int, e: int) -> bool:
+    """A token of only whitespace with a newline in it (`\n`, `\n\n`, `\n\n    `, ...)."""
+    piece = text[s:e]
+    return bool(piece) and "\n" in piece and not piece.strip()
+
+
+def change_marks(offsets, rewrite_start: int, spans, after: int = 0, text: str | None = None) -> np.ndarray:
     """Marks for one tokenized edit example: MARK_REWRITE on every token from `rewrite_start`
     (a character offset: the rewrite, then <|endoftext|>), MARK_CHANGED on the rewrite tokens
     that overlap a changed span of `changed_spans` (relative to rewrite_start), on the first
     token that ends after an empty span (a deletion), and on the `after` tokens that follow
-    each such run."""
+    each such run. With `text` (the example the offsets index; v7) the newline run at each join
+    is part of the change too: the whitespace tokens with a newline right before and right after
+    a changed run. BPE has single tokens for `\n`, `\n\n`, `\n\n    `, so which one comes at a
+    join depends on the change, and v5/v6 missed most often by copying the original's there."""
     starts = np.fromiter((o[0] for o in offsets), dtype=np.int64, count=len(offsets))
     ends = np.fromiter((o[1] for o in offsets), dtype=np.int64, count=len(offsets))
     marks = np.zeros(len(offsets), dtype=np.uint8)
@@ -109,8 +119,13 @@ def change_marks(offsets, rewrite_start: int, spans, after: int = 0) -> np.ndarr
         else:
             hit = np.flatnonzero((re_ > a) & (rs < b))
         if len(hit):
-            lo, hi = first + int(hit[0]), first + int(hit[-1]) + 1 + after
-            marks[lo:min(hi, len(marks))] = MARK_CHANGED
+            lo, hi = first + int(hit[0]), first + int(hit[-1]) + 1
+            if text is not None:
+                while lo > first and _newline_run(text, starts[lo - 1], ends[lo - 1]):
+                    lo -= 1
+                while hi < len(marks) and _newline_run(text, starts[hi], ends[hi]):
+                    hi += 1
+            marks[lo:min(hi + after, len(marks))] = MARK_CHANGED
     return marks
 
 
@@ -167,8 +182,8 @@ def work(job):
             code.append(row["text"])
     enc = lambda texts: [np.asarray(e.ids, dtype=np.uint16) for e in _TOK.encode_batch(texts)] if texts else []
     edit_enc = _TOK.encode_batch(edits) if edits else []
-    edit_out = [(np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after))
-                for e, (r, sp) in zip(edit_enc, spans)]
+    edit_out = [(np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after, text))
+                for e, text, (r, sp) in zip(edit_enc, edits, spans)]
     return edit_out, enc(chats), enc(code), kinds
 
 

@@ -25,8 +25,10 @@ class Engine(WindowModel):
         config_json: str = "{}",
         backend: str = "cpu",
     ) -> None: ...
-    def run(self, tokens: Sequence[int] | np.ndarray, last_only: bool = False) -> np.ndarray:
-        """(T, vocab) float32 next-token logits for each row ((1, vocab) with last_only)."""
+    def run(self, tokens: Sequence[int] | np.ndarray, last_only: bool = False,
+            out: np.ndarray | None = None) -> np.ndarray:
+        """(T, vocab) float32 next-token logits for each row ((1, vocab) with last_only); with
+        `out` (float32, C-contiguous, writable, that shape) written into it and returned."""
     def commit(self, keep: int) -> None: ...
     def reset(self) -> None: ...
     @property

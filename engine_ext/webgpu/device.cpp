@@ -241,19 +241,25 @@ WGPUBuffer Device::uniform_ring(uint64_t bytes) {
 
 WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offset, uint64_t params_size,
                                  const std::vector<BufRef>& buffers) {
-    std::string key;
-    auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    // the key's words in a buffer that is reused (no allocation per dispatch), hashed as they go
+    std::vector<uint64_t>& key = bind_key_;
+    key.clear();
+    uint64_t h = 14695981039346656037ull;
+    auto put = [&key, &h](uint64_t v) {
+        key.push_back(v);
+        h = (h ^ v) * 1099511628211ull;
+        h ^= h >> 29;
+    };
     put(reinterpret_cast<uintptr_t>(pipeline.layout));
     put(params_offset);
     put(params_size);
     for (size_t i = 0; i < buffers.size(); ++i) {
         if (!buffers[i]) continue;
-        put(i);
-        put(buffers[i].buf->id());
+        put(buffers[i].buf->id() << 8 | i);  // ids count up from 1 (never near 2^56), i below 256
         put(buffers[i].offset);
         put(buffers[i].size);
     }
-    auto it = bind_groups_.find(key);
+    auto it = bind_groups_.find(BindKey{h, &key});
     if (it != bind_groups_.end()) return it->second;
     if (bind_groups_.size() >= 16384) release_bind_groups();  // stale keys (freed buffers) pile up otherwise
     std::vector<WGPUBindGroupEntry> entries(1, WGPU_BIND_GROUP_ENTRY_INIT);
@@ -276,7 +282,7 @@ WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offse
     bdesc.entries = entries.data();
     WGPUBindGroup group = api_.wgpuDeviceCreateBindGroup(device_, &bdesc);
     ++bind_groups_made_;
-    bind_groups_.emplace(std::move(key), group);
+    bind_groups_.emplace(BindKey{h, nullptr, key}, group);
     return group;
 }
 
@@ -365,7 +371,7 @@ const Pipeline& Device::pipeline(const std::string& file, const std::string& ent
 void Device::wait_idle() { api_.wgpuDevicePoll(device_, true, nullptr); }
 
 void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                        const std::vector<BufRef>& buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
+                        std::vector<BufRef> buffers, uint32_t gx, uint32_t gy, uint32_t gz) {
     if (params_bytes > kMaxParams) throw std::logic_error("webgpu: parameter block above 16 KiB");
     uint32_t max_groups = device_.limits_.max_workgroups_per_dimension;
     if (gx > max_groups || gy > max_groups || gz > max_groups)
@@ -375,7 +381,8 @@ void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t par
     size_t slots = std::max<size_t>(1, (params_bytes + kUniformSlot - 1) / kUniformSlot);
     params_.resize(offset + slots * kUniformSlot, 0);
     std::memcpy(params_.data() + offset, params, params_bytes);
-    dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, buffers, {gx, gy, gz}});
+    // (the caller's list moved in: a dispatch's buffers are not copied again)
+    dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, std::move(buffers), {gx, gy, gz}});
 }
 
 bool Recorder::profiling() const { return device_.profile_mode_ > 0; }
@@ -438,12 +445,14 @@ void Recorder::submit(bool wait) {
     WGPUCommandEncoder encoder = api.wgpuDeviceCreateCommandEncoder(dev, nullptr);
     if (!dispatches_.empty()) {
         WGPUComputePassEncoder pass = nullptr;
+        WGPUComputePipeline bound = nullptr;  // the pass's pipeline: set again only when it changes
         WGPUPassTimestampWrites writes = WGPU_PASS_TIMESTAMP_WRITES_INIT;
         WGPUComputePassDescriptor pdesc = WGPU_COMPUTE_PASS_DESCRIPTOR_INIT;
         auto end_pass = [&] {
             api.wgpuComputePassEncoderEnd(pass);
             api.wgpuComputePassEncoderRelease(pass);
             pass = nullptr;
+            bound = nullptr;
         };
         for (size_t i = 0; i < dispatches_.size(); ++i) {
             auto& d = dispatches_[i];
@@ -459,7 +468,10 @@ void Recorder::submit(bool wait) {
                 if (prof == 1) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, 0);
             }
             WGPUBindGroup group = device_.bind_group(d.pipeline, d.params_offset, d.params_size, d.buffers);
-            api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
+            if (d.pipeline.pipeline != bound) {
+                api.wgpuComputePassEncoderSetPipeline(pass, d.pipeline.pipeline);
+                bound = d.pipeline.pipeline;
+            }
             api.wgpuComputePassEncoderSetBindGroup(pass, 0, group, 0, nullptr);
             api.wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
             if (prof == 1 && i < timed) api.wgpuComputePassEncoderWriteTimestamp(pass, query_set, uint32_t(i + 1));

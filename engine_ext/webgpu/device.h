@@ -95,7 +95,7 @@ public:
     // padded to whole 256-byte slots); `buffers` bind to 1, 2, ... in order (a null entry leaves its number unbound, for
     // entry points of a shared file that use only some bindings).
     void dispatch(const Pipeline& pipeline, const void* params, size_t params_bytes,
-                  const std::vector<BufRef>& buffers, uint32_t groups_x, uint32_t groups_y = 1,
+                  std::vector<BufRef> buffers, uint32_t groups_x, uint32_t groups_y = 1,
                   uint32_t groups_z = 1);
     // While profiling: the last dispatch's label in the profile (default: its entry point) and
     // the weight bytes it reads (for GB/s). Callers build labels only when profiling() is true.
@@ -198,7 +198,20 @@ private:
     uint64_t uniform_ring_bytes_ = 0;
     WGPUBuffer readback_ = nullptr;
     uint64_t readback_bytes_ = 0;
-    std::unordered_map<std::string, WGPUBindGroup> bind_groups_;
+    // (layout, parameter slot, then per bound buffer: id and binding, offset, size) with its hash;
+    // a lookup points at the words (probe), a stored key owns them (words)
+    struct BindKey {
+        uint64_t hash;
+        const std::vector<uint64_t>* probe = nullptr;
+        std::vector<uint64_t> words;
+        const std::vector<uint64_t>& get() const { return probe ? *probe : words; }
+        bool operator==(const BindKey& o) const { return hash == o.hash && get() == o.get(); }
+    };
+    struct BindKeyHash {
+        size_t operator()(const BindKey& k) const { return size_t(k.hash); }
+    };
+    std::unordered_map<BindKey, WGPUBindGroup, BindKeyHash> bind_groups_;
+    std::vector<uint64_t> bind_key_;  // the key being looked up
     uint64_t bind_groups_made_ = 0;
 
     int profile_mode_ = 0;

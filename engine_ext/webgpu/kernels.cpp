@@ -56,6 +56,18 @@ void stage_rows(std::vector<uint8_t>& staging, const uint8_t* src, uint64_t row0
     }
 }
 
+// Rows [row0, row0 + n) as the device holds them: straight from the source (the mapped file)
+// where its rows already are device rows (unquantized, a whole number of words, no gap between
+// rows), else through `staging` (stage_rows). Returns the bytes to write (`bytes` of them).
+const uint8_t* device_rows(std::vector<uint8_t>& staging, const uint8_t* src, uint64_t row0, uint32_t n,
+                           uint64_t row_bytes, uint64_t packed, uint64_t device_row, WeightFormat f, uint32_t cols,
+                           uint64_t& bytes) {
+    bytes = n * device_row;
+    if (!is_quant(f) && packed == device_row && row_bytes == device_row) return src + row0 * row_bytes;
+    stage_rows(staging, src, row0, n, row_bytes, packed, device_row, f, cols);
+    return staging.data();
+}
+
 // Stored bytes of a row, and its bytes on the device.
 void row_sizes(WeightFormat f, uint32_t cols, uint64_t& packed, uint64_t& device_row) {
     if (is_quant(f)) {
@@ -87,13 +99,14 @@ GpuMatrix upload_matrix(Device& device, const void* data, WeightFormat format, u
     std::vector<uint8_t> staging;
     for (uint64_t row0 = 0; row0 < rows; row0 += rows_per_chunk) {
         uint32_t n = uint32_t(std::min<uint64_t>(rows_per_chunk, rows - row0));
-        stage_rows(staging, src, row0, n, row_bytes, packed, device_row, format, cols);
+        uint64_t bytes = 0;
+        const uint8_t* p = device_rows(staging, src, row0, n, row_bytes, packed, device_row, format, cols, bytes);
         if (pool) {
-            WeightSlot s = pool->take(staging.size());
-            device.write(s.buffer, s.offset, staging.data(), staging.size());
-            m.chunks.push_back({uint32_t(row0), n, s.buffer, s.offset, staging.size()});
+            WeightSlot s = pool->take(bytes);
+            device.write(s.buffer, s.offset, p, bytes);
+            m.chunks.push_back({uint32_t(row0), n, s.buffer, s.offset, bytes});
         } else {
-            BufferPtr b = device.upload(staging.data(), staging.size(), "weight chunk");
+            BufferPtr b = device.upload(p, bytes, "weight chunk");
             m.chunks.push_back({uint32_t(row0), n, b, 0, b->size()});
         }
     }
@@ -106,9 +119,10 @@ void rewrite_matrix(Device& device, const GpuMatrix& m, const void* data, uint64
     check(row_bytes >= packed, "weights", "row stride " + std::to_string(row_bytes) + " below " + std::to_string(packed));
     std::vector<uint8_t> staging;
     for (const auto& c : m.chunks) {
-        stage_rows(staging, static_cast<const uint8_t*>(data), c.row0, c.rows, row_bytes, packed, device_row, m.format,
-                   m.cols);
-        device.write(c.buffer, c.offset, staging.data(), staging.size());
+        uint64_t bytes = 0;
+        const uint8_t* p = device_rows(staging, static_cast<const uint8_t*>(data), c.row0, c.rows, row_bytes, packed,
+                                       device_row, m.format, m.cols, bytes);
+        device.write(c.buffer, c.offset, p, bytes);
     }
 }
 
@@ -138,13 +152,28 @@ Kernels::Kernels(Device& device) : device_(device) {
     }
 }
 
+namespace {
+uint64_t fnv(uint64_t h, const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull;  // a separator: ("ab", "c") and ("a", "bc") differ
+}
+}  // namespace
+
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
+    uint64_t h = fnv(fnv(14695981039346656037ull, file), entry);
+    for (const auto& [k, v] : extra) h = fnv(fnv(h, k), v);
+    std::vector<Known>& same = known_[h];
+    for (const Known& k : same)
+        if (k.file == file && k.entry == entry && k.extra == extra) return *k.pipeline;
+    Known k{file, entry, extra, nullptr};
     extra["WG"] = std::to_string(kWorkgroup);
     if (file.rfind("matmul", 0) == 0 && !extra.count("ROWS")) {
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
     }
-    return device_.pipeline(file, entry, extra);
+    k.pipeline = &device_.pipeline(file, entry, extra);  // (a std::map's element: stays put)
+    same.push_back(std::move(k));
+    return *same.back().pipeline;
 }
 
 Kernels::Split Kernels::row_split(uint64_t groups, uint32_t T) const {

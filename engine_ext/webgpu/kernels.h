@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "webgpu/device.h"
@@ -199,6 +200,14 @@ public:
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});
+    // pipeline()'s answers by a hash of its arguments: a dispatch finds its pipeline without the
+    // added defines and the device's key string being built again
+    struct Known {
+        std::string file, entry;
+        ShaderDefines extra;
+        const Pipeline* pipeline;
+    };
+    std::unordered_map<uint64_t, std::vector<Known>> known_;
     void norm_with(Recorder& r, const char* entry, const char* z_name, const BufRef& x, const BufRef& z,
                    const BufRef& w, const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset);
     uint32_t stride_groups(uint64_t n) const;  // workgroups for a grid-stride loop over n items

@@ -171,6 +171,9 @@ public:
                 b_.kernels().copy(b_.rec(), b.tmp, b.region, uint32_t(v.rows), uint32_t(v.heads), uint32_t(v.dim), 0,
                                   uint32_t(v.heads * v.dim), uint32_t(v.dim), uint32_t(b.offset / 4), uint32_t(v.ld),
                                   uint32_t(v.hs));
+            } else if (v.is_packed()) {  // read back straight into the host array (the logits)
+                b_.rec().download(b.tmp, 0, words(v.packed()), const_cast<float*>(v.p));
+                host = true;
             } else {
                 auto data = std::make_shared<std::vector<float>>(v.packed());
                 b_.rec().download(b.tmp, 0, words(v.packed()), data->data());
@@ -441,7 +444,10 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
         throw std::logic_error("webgpu: attached arrays overlap");
     if (next != regions_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > a)
         throw std::logic_error("webgpu: attached arrays overlap");
-    made_q_ = {};
+    // a producer's quantized rows stay good unless they lay in this memory: an array attached
+    // between the producer and its matmul (a scratch block a layer takes) must not cost the
+    // matmul its codes, nor the producer its hint
+    drop_made_q_over(p, bytes);
     BufferPtr buf = device_->create_buffer(bytes, "attached array");
     if (upload) device_->write(buf, 0, p, bytes);
     regions_.emplace(a, Region{bytes, std::move(buf)});
@@ -449,8 +455,10 @@ void WebGpuBackend::attach(const void* p, size_t bytes, bool upload) {
 
 void WebGpuBackend::detach(const void* p) {
     std::lock_guard<std::mutex> lock(mutex_);
-    made_q_ = {};
-    regions_.erase(reinterpret_cast<uintptr_t>(p));  // recorded dispatches keep their buffers alive
+    auto it = regions_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == regions_.end()) return;
+    drop_made_q_over(p, it->second.bytes);  // (as attach)
+    regions_.erase(it);  // recorded dispatches keep their buffers alive
 }
 
 void WebGpuBackend::to_host(const void* p, size_t bytes) {
@@ -1019,9 +1027,9 @@ void WebGpuBackend::routed_swiglu(float* GU, uint64_t n, uint32_t cols, WeightFo
 bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     if (!fuse_ || a.n <= 0 || a.k <= 0 || a.n_experts <= 0) return false;
     std::lock_guard<std::mutex> lock(mutex_);
-    // first, even when this window's arrays are host memory (an engine's first pass, before its
-    // scratch arena is sized and attached): the layer's experts are uploaded side by side before
-    // the host path would upload the ones it picks in routing order
+    // first, even when this window's arrays are host memory (a caller's unattached arrays; an
+    // engine's first pass has its scratch blocks attached like the arena): the layer's experts
+    // are uploaded side by side before the host path would upload the ones it picks in routing order
     RoutedLayer window;  // streamed experts: made below, once the window's arrays are found on the device
     const RoutedLayer& L = a.expert_ids ? window : routed_layer(a);
     if (!a.expert_ids && !L.ok) return false;

@@ -1,0 +1,44 @@
+#!/bin/bash
+# The v7 run in ONE GPU call (train/README.md, "v7 run"): as call_v6.sh (data, producer, training
+# from the shipped model, v6, annealed to TRAIN_END), with rows seed 2029, half of the edit files
+# scrambled, and the v7 recipe (make_rows.py marks the newline tokens at an edit's joins as
+# changed; renames reach strings and comments, file_tasks.py). After training, in the same call:
+# the run's final weights exported, the element-wise average of v6 and them (average.py), and the
+# teacher-forced evaluation in float32 of all three (v6 beside training; the run and the average
+# after it) on the same 200 held-out tasks. Returns at most 8 files: the final checkpoint (bf16
+# parts of at most 15 MB) and its config, the tasks, the logs, the three evaluations.
+. .devtrain/train/gpu/common.sh
+CALL_SECONDS=${CALL_SECONDS:-540}
+TRAIN_END=${TRAIN_END:-$(( T0 + CALL_SECONDS - ${TAIL_SECONDS:-130} ))}
+BASE=$REPO/app/strata/models/strata-tiny
+forced() {  # $1: model folder, $2: name under $W; teacher-forced, float32
+  python3 $D/train/evaluate.py --model $1 --tasks $W/tasks.jsonl.gz --heldout $W/corpus/heldout.jsonl.gz \
+      --out $W/$2 --forced --f32 --skip bpb,chat ${EVAL_ARGS:-} > $W/$2.log 2>&1
+  echo "$2: $(tail -1 $W/$2.log)"
+}
+build_data
+start_producer --seed ${ROWS_SEED:-2029} --p-scramble ${P_SCRAMBLE:-0.5}
+start_training --init-from $BASE --loss-on answer --lr ${LR:-7e-4} --warmup ${WARMUP:-30} \
+    --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
+make_tasks
+rm -f $OUT/heldout.jsonl.gz  # 10 MB and one of the 8 files a call returns; the tasks carry their files
+( timeout ${BASE_SECONDS:-200} bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}' forced $BASE forced_base" \
+      > $W/forced_base.out 2>&1 ) &
+BASE_PID=$!
+wait_training $(( CALL_SECONDS - 60 ))
+kill $(cat $W/producer.pid) 2>/dev/null
+grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+tail -3 $W/train.log; tail -1 $W/producer.log
+return_checkpoint
+pack_logs logs_v7.tgz
+if [ -f $W/run/DONE ]; then
+  python3 $D/train/export.py --ckpt $W/run --tok $D/tok --out $W/run_hf > $W/export.log 2>&1 || tail -3 $W/export.log
+  python3 $D/train/average.py --a $BASE --b $W/run_hf --out $W/avg 2>&1 | tee $W/average.log
+  left=$(( CALL_SECONDS - ($(date +%s) - T0) - 15 ))
+  timeout $left bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'; forced $W/run_hf forced_run & forced $W/avg forced_avg & wait"
+fi
+wait $BASE_PID 2>/dev/null; cat $W/forced_base.out
+tar czf $OUT/forced.tgz -C $W forced_base forced_base.log forced_run forced_run.log forced_avg forced_avg.log \
+    export.log average.log 2>/dev/null
+ls -la $OUT
+echo "call ends at $(since)"
