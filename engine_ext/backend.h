@@ -106,6 +106,7 @@ struct ConvArgs {
     const float* w = nullptr;     // [channels][K]
     int n = 0, channels = 0, K = 0;
     float* out = nullptr;         // [n][channels]
+    float* x_rows = nullptr;      // optional: the n input rows again, packed ([n][channels])
 };
 
 // GDN step inputs of n rows from the conv output c = [q | k | v] (per row, conv_dim lanes)

@@ -188,27 +188,35 @@ void register_calls(py::module_& o) {
           py::arg("backend"), py::arg("q"), py::arg("k_cells"), py::arg("v_cells"), py::arg("p0"), py::arg("scale"),
           py::arg("gate") = py::none(), py::arg("threads") = 1, py::arg("prefill") = false);
     o.def("causal_conv",
-          [](const std::string& b, const F32& x, const F32& hist, const F32& w, int threads) {
+          [](const std::string& b, const F32& x, const F32& hist, const F32& w, int threads, bool keep_x) -> py::object {
+              // x (n, ldx >= C): the first C lanes of each row are the input; keep_x: also return
+              // the input rows packed (ConvArgs::x_rows)
               Backend& be = backend(b, threads);
               need(x.ndim() == 2 && w.ndim() == 2 && hist.ndim() == 2, "causal_conv: 2-d arrays");
-              int n = int(x.shape(0)), C = int(x.shape(1)), K = int(w.shape(1));
-              need(w.shape(0) == C && hist.shape(0) == K - 1 && hist.shape(1) == C,
-                   "causal_conv: x (n, C), hist (K-1, C), w (C, K)");
+              int n = int(x.shape(0)), C = int(w.shape(0)), K = int(w.shape(1));
+              need(x.shape(1) >= C && hist.shape(0) == K - 1 && hist.shape(1) == C,
+                   "causal_conv: x (n, >= C), hist (K-1, C), w (C, K)");
               F32 out = out_like({n, C});
+              F32 rows = out_like({keep_x ? n : 0, C});
               ConvArgs a;
               a.x = x.data();
-              a.ldx = C;
+              a.ldx = int(x.shape(1));
+              a.x_rows = keep_x ? rows.mutable_data() : nullptr;
               a.hist = hist.data();
               a.w = w.data();
               a.n = n;
               a.channels = C;
               a.K = K;
               a.out = out.mutable_data();
-              py::gil_scoped_release rel;
-              be.causal_conv(a);
-              return out;
+              {
+                  py::gil_scoped_release rel;
+                  be.causal_conv(a);
+              }
+              if (keep_x) return py::make_tuple(out, rows);
+              return std::move(out);
           },
-          py::arg("backend"), py::arg("x"), py::arg("hist"), py::arg("w"), py::arg("threads") = 1);
+          py::arg("backend"), py::arg("x"), py::arg("hist"), py::arg("w"), py::arg("threads") = 1,
+          py::arg("keep_x") = false);
     o.def("gdn_inputs",
           [](const std::string& b, const F32& conv, const F32& bb, const F32& aa, const F32& A, const F32& dt_bias,
              int n_k, int d_k, int d_v, int threads) {

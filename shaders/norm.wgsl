@@ -13,6 +13,9 @@ struct Params {
     z_off: u32,  // rmsnorm_gated(_quant): the gate of head h of row t at z_off + t * z_ld + h * z_hs
     z_ld: u32,
     z_hs: u32,
+    x_off: u32,  // rmsnorm: row r = (token r / heads, head r % heads) of x at x_off + t * x_ld + h * x_hs
+    x_ld: u32,
+    x_hs: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -52,20 +55,23 @@ fn inv_rms(lid: u32, base: u32) -> f32 {
     return 1.0 / sqrt(red[0] / f32(p.D) + p.eps);
 }
 
-// y = rmsnorm(x) for one row, by the whole workgroup
-fn rmsnorm_row(lid: u32, row: u32) {
-    let base = row * p.D;
-    let inv = inv_rms(lid, base);
+// y row `base` = rmsnorm(x from xb) for one row, by the whole workgroup
+fn rmsnorm_row_at(lid: u32, xb: u32, base: u32) {
+    let inv = inv_rms(lid, xb);
     for (var d = lid; d < p.D; d += WG) {
-        y[base + d] = (x[base + d] * inv) * (w[d] + p.weight_offset);
+        y[base + d] = (x[xb + d] * inv) * (w[d] + p.weight_offset);
     }
 }
 
+fn rmsnorm_row(lid: u32, row: u32) { rmsnorm_row_at(lid, row * p.D, row * p.D); }
+
+// x read where it lies (a strided view: q heads between their gates, k columns of the projection
+// rows), y packed
 @compute @workgroup_size({{WG}})
 fn rmsnorm(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let row = wid.y * p.groups_x + wid.x;
     if (row >= p.rows) { return; }
-    rmsnorm_row(lid3.x, row);
+    rmsnorm_row_at(lid3.x, p.x_off + (row / p.heads) * p.x_ld + (row % p.heads) * p.x_hs, row * p.D);
 }
 
 fn rmsnorm_gated_row(lid: u32, row: u32) {

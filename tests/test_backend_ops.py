@@ -359,6 +359,23 @@ class CausalConv(Spec):
         return [acc * _sig(acc)], [mag]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_causal_conv_reads_strided_rows_and_keeps_them(backend):
+    # the GDN layer's conv input is the first C lanes of wider projection rows (read in place on
+    # the GPU), and the window keeps those rows packed for its fold (ConvArgs::x_rows, written by
+    # the conv itself): the output equals the packed input's, the kept rows equal the input
+    rng = np.random.default_rng(zlib.crc32(f"conv-strided/{backend}".encode()))
+    T, C, K, W = 5, 40, 4, 57
+    wide = _f(rng.standard_normal((T, W)))
+    hist, w = _f(rng.standard_normal((K - 1, C))), _f(rng.standard_normal((C, K)) * 0.5)
+    packed = np.ascontiguousarray(wide[:, :C])
+    want = ops.causal_conv(backend, packed, hist, w)
+    out, rows = ops.causal_conv(backend, wide, hist, w, keep_x=True)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(rows, packed)
+    np.testing.assert_array_equal(ops.causal_conv(backend, wide, hist, w), want)
+
+
 def _softplus(x):
     return np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <vector>
 
 #include "cpu/activation.h"
@@ -34,6 +35,8 @@ void causal_conv(const ConvArgs& a) {
             out[c] = silu_1(acc);
         }
     }
+    if (a.x_rows)
+        for (int t = 0; t < a.n; ++t) std::copy_n(a.x + size_t(t) * a.ldx, C, a.x_rows + size_t(t) * C);
 }
 
 }  // namespace strata::cpu

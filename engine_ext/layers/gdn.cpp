@@ -259,8 +259,8 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     ca.channels = conv_dim_;
     ca.K = K;
     ca.out = C;
+    if (keep_rows_) ca.x_rows = pre_.data() + size_t(row0) * conv_dim_;  // the input rows kept for the fold
     be.causal_conv(ca);
-    if (keep_rows_) be.copy({P, W, 0}, {pre_.data() + size_t(row0) * conv_dim_, conv_dim_, 0}, n, 1, conv_dim_);
     // advance the scratch history over these rows: the last K-1 of [history; rows]
     advance_history(hist.data(), P, W, n, hist_scr_.data());
     // step inputs: straight into the kept per-row buffers when the window keeps them

@@ -479,12 +479,20 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& src2, cons
 }
 
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
-                      uint32_t D, float eps, float weight_offset) {
-    need(x, uint64_t(rows) * D, "rmsnorm", "x");
+                      uint32_t D, float eps, float weight_offset, uint32_t heads, uint32_t x_off, uint32_t x_ld,
+                      uint32_t x_hs) {
+    check(heads > 0 && rows % heads == 0, "rmsnorm", "rows a whole number of heads");
+    if (!x_ld) x_ld = heads * D;
+    if (!x_hs) x_hs = D;
+    need(x, x_off + uint64_t(rows / heads - 1) * x_ld + uint64_t(heads - 1) * x_hs + D, "rmsnorm", "x");
     need(w, D, "rmsnorm", "weight");
     need(y, uint64_t(rows) * D, "rmsnorm", "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
-    struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
+    struct {
+        uint32_t rows, D;
+        float eps, off;
+        uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs, x_off, x_ld, x_hs;
+    } p{rows, D, eps, weight_offset, gx, 0, 0, heads, 0, 0, 0, x_off, x_ld, x_hs};
     r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 
@@ -617,7 +625,7 @@ void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const Bu
 
 void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
                           const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows, uint32_t x_off,
-                          uint32_t ldx) {
+                          uint32_t ldx, const BufRef& x_rows) {
     if (!ldx) ldx = C;
     check(Kc >= 1 && Kc <= 9, "causal_conv", "kernel size " + std::to_string(Kc) + " outside 1..9");
     check(commit_rows <= T, "causal_conv", "commit_rows above T");
@@ -626,8 +634,10 @@ void Kernels::causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const B
     need(w, uint64_t(C) * Kc, "causal_conv", "weight");
     need(hist, uint64_t(C) * (Kc - 1), "causal_conv", "history");
     need(y, uint64_t(T) * C, "causal_conv", "y");
-    struct { uint32_t T, C, Kc, commit, x_off, ldx; } p{T, C, Kc, commit_rows, x_off, ldx};
-    r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y}, stride_groups(C));
+    if (x_rows) need(x_rows, uint64_t(T) * C, "causal_conv", "x rows");
+    struct { uint32_t T, C, Kc, commit, x_off, ldx, keep_x; } p{T, C, Kc, commit_rows, x_off, ldx, x_rows ? 1u : 0u};
+    r.dispatch(pipeline("conv.wgsl", "causal_conv"), &p, sizeof p, {x, w, hist, y, x_rows ? x_rows : y},
+               stride_groups(C));
 }
 
 void Kernels::gather(Recorder& r, const BufRef& src, uint32_t ld_src, uint32_t src_rows, const BufRef& ids,

@@ -144,8 +144,11 @@ public:
     static constexpr uint32_t kManyCopies = 16;
     void copy_many(Recorder& r, const BufRef& src, const BufRef& src2, const BufRef& dst,
                    const std::vector<CopyJob>& jobs);
+    // rows = tokens x heads vectors of D; x of (token t, head h) at x_off + t * x_ld + h * x_hs
+    // (0: packed, heads * D and D); y packed
     void rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
-                 uint32_t D, float eps, float weight_offset);
+                 uint32_t D, float eps, float weight_offset, uint32_t heads = 1, uint32_t x_off = 0,
+                 uint32_t x_ld = 0, uint32_t x_hs = 0);
     // x += z, then y = rmsnorm(x) (each value as rmsnorm after add computes it)
     void add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y, uint32_t rows,
                      uint32_t D, float eps, float weight_offset);
@@ -189,10 +192,11 @@ public:
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
                      const BufRef& out);
-    // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C)
+    // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C); x_rows (optional): the
+    // T input rows again, packed
     void causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,
                      const BufRef& y, uint32_t T, uint32_t C, uint32_t Kc, uint32_t commit_rows,
-                     uint32_t x_off = 0, uint32_t ldx = 0);
+                     uint32_t x_off = 0, uint32_t ldx = 0, const BufRef& x_rows = nullptr);
 
 private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});

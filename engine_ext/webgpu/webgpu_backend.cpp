@@ -513,14 +513,19 @@ void WebGpuBackend::rmsnorm(RowsC x, RowsF out, int rows, int heads, int dim, co
     if (rows <= 0 || heads <= 0 || dim <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     OpArgs a(*this);
-    BufRef bx = a.in(View{x.p, rows, x.ld, heads, x.hs, dim}, "x");
+    const View vx{x.p, rows, x.ld, heads, x.hs, dim};
     BufRef bw = a.in(span(w, dim), "norm weight");
     BufRef by = a.out(View{out.p, rows, out.ld, heads, out.hs, dim}, "y");
-    if (BufferPtr xq = heads == 1 ? producing(w, out.p, rows, out.ld, dim) : nullptr)
+    if (BufferPtr xq = heads == 1 ? producing(w, out.p, rows, out.ld, dim) : nullptr) {
+        BufRef bx = a.in(vx, "x");
         kernels_->quantizing_producer(rec_, "rmsnorm_quant", bx, BufRef(), bw, by, uint32_t(rows), uint32_t(dim), eps,
                                       0.0f, made_q_.format, BufRef(xq));
-    else
-        kernels_->rmsnorm(rec_, bx, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f);
+    } else {  // x read where it lies (attention's q between its gates, k in the projection rows)
+        uint32_t x_off = 0;
+        BufRef bx = a.in_whole(x.p, vx.extent(), x_off, "x");
+        kernels_->rmsnorm(rec_, bx, bw, by, uint32_t(rows * heads), uint32_t(dim), eps, 0.0f, uint32_t(heads), x_off,
+                          uint32_t(x.ld), uint32_t(x.hs));
+    }
     a.done();
 }
 
@@ -777,8 +782,9 @@ void WebGpuBackend::causal_conv(const ConvArgs& p) {
     // the layer owns the history: the kernel reads it and leaves it (commit_rows = 0)
     BufRef bh = a.in(span(p.hist, uint64_t(p.K - 1) * p.channels), "conv history");
     BufRef by = a.out(span(p.out, uint64_t(p.n) * p.channels), "conv out");
+    BufRef bxr = p.x_rows ? a.out(span(p.x_rows, uint64_t(p.n) * p.channels), "conv input rows") : BufRef();
     kernels_->causal_conv(rec_, bx, bw, bh, by, uint32_t(p.n), uint32_t(p.channels), uint32_t(p.K), 0, x_off,
-                          uint32_t(p.ldx));
+                          uint32_t(p.ldx), bxr);
     a.done();
 }
 
