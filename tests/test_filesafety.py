@@ -475,9 +475,43 @@ FNMATCH = "import os\nimport posixpath\nimport re\nimport functools\nfrom typing
     # "unused" names no import: any removal is explained, and what is left of a statement
     ("remove unused imports", "import os\nfrom typing import Any\n\nx = 1\n", []),
     ("remove unused imports", "import os\nimport sys\n\nx = 1\n", [2]),
+    # seen with v6a: "the unused import exceptions" names one, so another removal is not explained
+    ("remove the unused import re", FNMATCH.replace("import re\n", "").replace("import functools\n", ""), [3]),
 ])
 def test_an_import_change_that_changes_import_lines_it_does_not_name(instruction, new, lines):
     assert unexplained_changes(FNMATCH, new, instruction) == ("import change", lines)
+
+
+CONFIG = 'TIMEOUT = 10\nNAME = "abc"\n\n\ndef f(x):\n    return x + 1\n'
+
+
+@pytest.mark.parametrize("instruction,new,what,lines", [
+    # a literal changed, in each phrasing and quote style, and nothing else
+    ("change 10 to 20", CONFIG.replace("10", "20"), "literal change", []),
+    ("Please update the number `10` to `20`, thanks", CONFIG.replace("10", "20"), "literal change", []),
+    ("use 'xyz' instead of 'abc'", CONFIG.replace("abc", "xyz"), "literal change", []),
+    ("`10` -> `20`", CONFIG.replace("10", "20"), "literal change", []),
+    ("set 20 where it says 10", CONFIG.replace("10", "20"), "literal change", []),
+    # the literal changed, and the function body too (the literal check of the held-out tasks)
+    ("change 10 to 20", CONFIG.replace("10", "20").replace("x + 1", "x + 2"), "literal change", [6]),
+    # a new definition added, and nothing else changed
+    ("add a function g(a) that returns a times 2", CONFIG + "\n\ndef g(a):\n    return a * 2\n", "addition", []),
+    ("at the end of the file, add `g(a)`, which doubles a", CONFIG + "\n\ndef g(a):\n    return a * 2\n",
+     "addition", []),
+    # added, but an old line changed on the way, or gone
+    ("add a helper g(a) that returns a times 2",
+     CONFIG.replace("x + 1", "x + 3") + "\n\ndef g(a):\n    return a * 2\n", "addition", [6]),
+    ("new function g(a): doubles a", CONFIG.replace('NAME = "abc"\n', "") + "\n\ndef g(a):\n    return a * 2\n",
+     "addition", [2]),
+    # adding to an existing definition changes it, and other edits named: no such check
+    ("add type hints to the function f", CONFIG.replace("f(x):", "f(x: int) -> int:"), "", []),
+    ("add a parameter y to f(x)", CONFIG.replace("f(x):", "f(x, y):"), "", []),
+    ("add a function g(a) and rename f to h", CONFIG.replace("x + 1", "x + 3"), "", []),
+    ("change 10 to 20 and fix f", CONFIG.replace("x + 1", "x + 3"), "", []),
+])
+def test_literal_changes_and_additions_that_change_other_lines(instruction, new, what, lines):
+    assert unexplained_changes(CONFIG, new, instruction) == (what, lines)
+    assert bool([w for w in rewrite_warnings("c.py", CONFIG, new, instruction) if "does not explain" in w]) == bool(lines)
 
 
 @pytest.mark.parametrize("instruction,new,what,lines", [

@@ -42,6 +42,68 @@ _RENAME_FILLER = re.compile(
     r"everywhere|throughout(?:\s+the\s+(?:file|module|code))?|in\s+the\s+(?:file|module|code)|"
     r"all\s+(?:uses|occurrences|references)|the\s+(?:file|module))\b|\d\)|[\s.,;:!?()]",
     re.IGNORECASE)
+# the ways people ask to change one literal ("change 10 to 20", "replace 'a' with 'b'", "10 -> 20",
+# "use 20 instead of 10", "set 20 where it says 10"): numbers and quoted strings, maybe in backticks
+_LIT = r"`?(-?\d+(?:\.\d+)?|\"[^\"\n]*\"|'[^'\n]*')`?"
+_LIT_KIND = r"(?:the\s+(?:number|string|value|constant|literal|default)\s+)?"
+_LITERALS = [re.compile(p, re.IGNORECASE) for p in (
+    rf"\b(?:change|update|replace|set)\s+{_LIT_KIND}{_LIT}\s+(?:to|with|into|by)\s+{_LIT}",
+    rf"(?<![\w`'\"]){_LIT}\s*(?:->|=>|→)\s*{_LIT}",
+)]
+_LITERALS_NEW_FIRST = re.compile(
+    rf"\b(?:use|make\s+it|set)\s+{_LIT}\s+(?:instead\s+of|where\s+it\s+says)\s+{_LIT}", re.IGNORECASE)
+# a request to add a new definition and nothing else ("add a function area(r) that returns ...",
+# "append a helper `clamp(x)`", "new function f(a): ..."): its description is free text, so any
+# word of another edit, or "to <definition>" (adding to an existing one changes it), turns the check off
+_ADD_DEF = re.compile(
+    r"^\W*(?:(?:please|pls|could\s+you|can\s+you|would\s+you)\s+)?(?:at\s+the\s+end\s+of\s+the\s+file,?\s+)?"
+    r"(?:add|append|write|create|define|implement|new)\b.*?"
+    r"(?:\b(?:function|method|class|helper)\s+`?[A-Za-z_]\w*|`?[A-Za-z_]\w*\([^()]*\)`?)",
+    re.IGNORECASE | re.DOTALL)
+_ADD_DEF_NOT = re.compile(
+    r"\b(?:delete|remove|drop|rename|replace|change|fix|update|modify|sort|import|imports|docstrings?|"
+    r"instead|refactor|move|rewrite|convert|hints?|annotations?|types?|parameters?|arguments?|"
+    r"decorators?|comments?|logging|to\s+(?:the\s+)?(?:function|method|class))\b|->|=>|→|;",
+    re.IGNORECASE)
+
+
+def asked_literals(instruction: str | None) -> list[tuple[str, str]]:
+    """The (old, new) literal pairs an instruction asks to change, in the order it names them."""
+    said = instruction or ""
+    found = [(m.start(), m.group(1), m.group(2)) for p in _LITERALS for m in p.finditer(said)]
+    found += [(m.start(), m.group(2), m.group(1)) for m in _LITERALS_NEW_FIRST.finditer(said)]
+    out: list[tuple[str, str]] = []
+    for _, old, new in sorted(found):
+        if old != new and (old, new) not in out:
+            out.append((old, new))
+    return out
+
+
+def _only(instruction: str, patterns) -> bool:
+    """Whether the instruction is these patterns' matches and filler words, nothing else."""
+    spans = [m.span() for p in patterns for m in p.finditer(instruction)]
+    if not spans:
+        return False
+    keep = list(instruction)
+    for a, b in spans:
+        keep[a:b] = [" "] * (b - a)
+    return _RENAME_FILLER.sub("", "".join(keep)) == ""
+
+
+def _literal_mask(literals) -> re.Pattern:
+    """A pattern for every written form of these literals: numbers as whole numbers, strings in
+    either quotes."""
+    forms = set()
+    for lit in literals:
+        if lit[0] in "'\"":
+            forms.update({f"'{lit[1:-1]}'", f'"{lit[1:-1]}"'})
+        else:
+            forms.add(lit)
+    alts = "|".join(re.escape(f) if f[0] in "'\"" else rf"(?<![\w.]){re.escape(f)}(?![\w.])"
+                    for f in sorted(forms, key=len, reverse=True))
+    return re.compile(alts)
+
+
 # an import statement as people type it in an instruction, and the words import requests are made of
 _IMPORT_STMT = re.compile(r"\b(?:from\s+[A-Za-z_][\w.]*\s+)?import\s+(?!of\b)[A-Za-z_][\w.]*"
                           r"(?:\s+as\s+\w+)?(?:\s*,\s*[A-Za-z_][\w.]*(?:\s+as\s+\w+)?)*")
@@ -89,14 +151,7 @@ def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
 
 def _only_renames(instruction: str | None) -> bool:
     """Whether the instruction asks for renames and nothing else."""
-    said = instruction or ""
-    spans = [m.span() for p in (*_RENAMES, _RENAMES_NEW_FIRST) for m in p.finditer(said)]
-    if not spans:
-        return False
-    keep = list(said)
-    for a, b in spans:
-        keep[a:b] = [" "] * (b - a)
-    return _RENAME_FILLER.sub("", "".join(keep)) == ""
+    return _only(instruction or "", (*_RENAMES, _RENAMES_NEW_FIRST))
 
 
 def _only_imports(instruction: str | None, old: str, new: str) -> bool:
@@ -207,14 +262,16 @@ def _explained_imports(ta: ast.Module, tb: ast.Module, instruction: str) -> tupl
     request explains. A statement on both sides (moved or re-wrapped, as sorting does) is
     explained; one added or removed only when it touches a name the instruction names ("delete
     the line `import functools`" does not explain `import os` becoming a second `import
-    posixpath`). "Unused" imports are not named, so such a request explains any removal, and an
-    added statement that only keeps names of removed ones (`from t import a` left of `from t
-    import a, b`)."""
+    posixpath`). A request for "unused" imports that names none of them explains any removal,
+    and an added statement that only keeps names of removed ones (`from t import a` left of
+    `from t import a, b`)."""
     said = {w.strip(".") for w in re.findall(r"[A-Za-z_][\w.]*", instruction)}
     old, new = _imports(ta), _imports(tb)
     count_a = collections.Counter(form for form, _, _ in old)
     count_b = collections.Counter(form for form, _, _ in new)
-    unused = re.search(r"\bunused\b", instruction, re.IGNORECASE) is not None
+    # "remove unused imports" names none; "remove the unused import exceptions" names one
+    touched = {n for _, names, _ in old + new for n in names}
+    unused = re.search(r"\bunused\b", instruction, re.IGNORECASE) is not None and not said & touched
     removed = {n for form, names, _ in old if count_a[form] > count_b[form] for n in names}
     ok_a = {i for form, names, span in old
             if count_a[form] <= count_b[form] or names & said or unused for i in span}
@@ -257,6 +314,10 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
     - (Python) deleting named functions, methods or classes only: a removed line belongs to one
       of them (decorators included) or is blank; nothing is added but blank lines;
     - (Python) adding or changing docstrings only: a changed line is part of a docstring or blank;
+    - changing literals only ("change 10 to 20"): a changed line equals the old one once every
+      form of the old and new literals is masked in both;
+    - adding a new definition only ("add a function f(a) that ..."): lines are only added; an
+      old line that is not blank may not change or go;
     - "change nothing": every changed line."""
     a, b = old.splitlines(), new.splitlines()
     ma, mb = a, b
@@ -271,6 +332,13 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
         names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
         word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
         ma, mb = [word.sub("\0", line) for line in a], [word.sub("\0", line) for line in b]
+    elif _only(said, (*_LITERALS, _LITERALS_NEW_FIRST)):
+        what = "literal change"
+        mask = _literal_mask({lit for pair in asked_literals(said) for lit in pair})
+        ma, mb = [mask.sub("\0", line) for line in a], [mask.sub("\0", line) for line in b]
+    elif _ADD_DEF.match(said) and not _ADD_DEF_NOT.search(said):
+        what = "addition"
+        ok_a, ok_b = _blank(a), set(range(1, len(b) + 1))
     else:
         ta, tb = (_parse(old), _parse(new)) if python else (None, None)
         if ta is None or tb is None:
