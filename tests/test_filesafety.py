@@ -525,6 +525,9 @@ def test_literal_changes_and_additions_that_change_other_lines(instruction, new,
     # a docstring added, or another line changed on the way
     ('add the docstring "Convert." to rgb_to_hsv', COLORS.replace("g, b):\n", 'g, b):\n    """Convert."""\n'),
      "docstring", []),
+    # seen with v6a: the docstring given to another function than the one named
+    ('add the docstring "Convert." to rgb_to_hsv', COLORS.replace("def _v(m1, m2, hue):\n", 'def _v(m1, m2, hue):\n    """Convert."""\n'),
+     "docstring", [COLORS.splitlines().index("def _v(m1, m2, hue):") + 2]),
     ("rgb_to_hsv needs a docstring: 'Convert and return.'",
      COLORS.replace("g, b):\n    return r, g, b", 'g, b):\n    """Convert and return."""\n    return r, r, b'),
      "docstring", [6]),

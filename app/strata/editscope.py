@@ -280,10 +280,12 @@ def _explained_imports(ta: ast.Module, tb: ast.Module, instruction: str) -> tupl
     return ok_a, ok_b
 
 
-def _docstring_lines(tree: ast.Module) -> set[int]:
-    """The lines of the module's, classes' and functions' docstrings."""
+def _docstring_lines(tree: ast.Module, names: set[str] | None = None) -> set[int]:
+    """The lines of the module's, classes' and functions' docstrings; with `names`, only those of
+    the definitions of these names."""
     out: set[int] = set()
-    for node in [tree, *_definitions(tree)]:
+    nodes = [tree, *_definitions(tree)] if not names else [d for d in _definitions(tree) if d.name in names]
+    for node in nodes:
         body = getattr(node, "body", [])
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -313,7 +315,8 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
       "unused" imports), on its side;
     - (Python) deleting named functions, methods or classes only: a removed line belongs to one
       of them (decorators included) or is blank; nothing is added but blank lines;
-    - (Python) adding or changing docstrings only: a changed line is part of a docstring or blank;
+    - (Python) adding or changing docstrings only: a changed line is part of a docstring (of the
+      definitions named, when the instruction names some) or blank;
     - changing literals only ("change 10 to 20"): a changed line equals the old one once every
       form of the old and new literals is masked in both;
     - adding a new definition only ("add a function f(a) that ..."): lines are only added; an
@@ -362,7 +365,8 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
             if not all(w in names for w in rest):
                 return "", []
             what = "docstring"
-            ok_a, ok_b = _docstring_lines(ta) | _blank(a), _docstring_lines(tb) | _blank(b)
+            named = set(rest)  # "add the docstring ... to f": f's, not another definition's
+            ok_a, ok_b = _docstring_lines(ta, named) | _blank(a), _docstring_lines(tb, named) | _blank(b)
         else:
             return "", []
     out: set[int] = set()
