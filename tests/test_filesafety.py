@@ -506,12 +506,41 @@ CONFIG = 'TIMEOUT = 10\nNAME = "abc"\n\n\ndef f(x):\n    return x + 1\n'
     # adding to an existing definition changes it, and other edits named: no such check
     ("add type hints to the function f", CONFIG.replace("f(x):", "f(x: int) -> int:"), "", []),
     ("add a parameter y to f(x)", CONFIG.replace("f(x):", "f(x, y):"), "", []),
-    ("add a function g(a) and rename f to h", CONFIG.replace("x + 1", "x + 3"), "", []),
+    ("add a type hint to f and rename f to h", CONFIG.replace("x + 1", "x + 3"), "", []),
     ("change 10 to 20 and fix f", CONFIG.replace("x + 1", "x + 3"), "", []),
 ])
 def test_literal_changes_and_additions_that_change_other_lines(instruction, new, what, lines):
     assert unexplained_changes(CONFIG, new, instruction) == (what, lines)
     assert bool([w for w in rewrite_warnings("c.py", CONFIG, new, instruction) if "does not explain" in w]) == bool(lines)
+
+
+@pytest.mark.parametrize("instruction,new,lines", [
+    # each step a mechanical edit: what any of them explains is explained
+    ("change 10 to 20, then rename f to h", CONFIG.replace("10", "20").replace("f(x)", "h(x)"), []),
+    ("add `import math` and delete f", "import math\n" + CONFIG.replace("def f(x):\n    return x + 1\n", ""), []),
+    ("add a function g(a) that doubles a; change 10 to 20",
+     CONFIG.replace("10", "20") + "\n\ndef g(a):\n    return a * 2\n", []),
+    # a step done and another line changed that no step explains
+    ("change 10 to 20, then rename f to h",
+     CONFIG.replace("10", "20").replace("f(x)", "h(x)").replace('"abc"', '"abd"'), [2]),
+    ("add a function g(a) and rename f to h", CONFIG.replace("x + 1", "x + 3").replace("f(x)", "h(x)"), [6]),
+])
+def test_a_multi_step_instruction_that_changes_other_lines(instruction, new, lines):
+    what, got = unexplained_changes(CONFIG, new, instruction)
+    assert got == lines and what in ("multi-step edit", "addition"), (what, got)
+
+
+def test_a_block_the_diff_shows_moved_is_not_a_change():
+    """A function deleted above the `if __name__` block and one added after it: difflib may pair
+    the block with the deleted lines and show it gone at the end; it came back, so it is kept
+    (the task maker's multi-step rewrite that showed this)."""
+    old = 'import os\n\n\ndef main():\n    return os.sep\n\n\nif __name__ == "__main__":\n    main()\n'
+    new = 'import os\n\n\nif __name__ == "__main__":\n    main()\n\n\ndef g(a):\n    return a * 2\n'
+    assert unexplained_changes(old, new, "remove `main`; add `g(a)` which doubles a") == ("multi-step edit", [])
+    # the block changed on the way is still a change
+    what, lines = unexplained_changes(old, new.replace("main()\n", "main(1)\n"), "remove `main`; add `g(a)` which doubles a")
+    assert what == "multi-step edit" and lines, lines
+
 
 
 @pytest.mark.parametrize("instruction,new,what,lines", [

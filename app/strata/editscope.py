@@ -303,6 +303,44 @@ def _blank(lines: list[str]) -> set[int]:
     return {i + 1 for i, line in enumerate(lines) if not line.strip()}
 
 
+# the joints of a multi-step instruction ("rename a to b, then add `import math`; delete f")
+_STEPS = re.compile(r"\s+and\s+(?:then\s+|also\s+)?|,\s*(?:and\s+)?(?:then|also|after\s+that)\s+|;\s*|"
+                    r"\.\s+(?:then|also)\s+|\s+\+\s+", re.IGNORECASE)
+
+
+def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
+    """What one mechanical edit explains: (its name, a pattern masked in both files' lines or
+    None, the old lines and the new lines it explains), or None when `said` asks for something
+    else (or a Python check has no trees)."""
+    if _only_renames(said):
+        names = sorted({n for pair in asked_renames(said) for n in pair}, key=len, reverse=True)
+        word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
+        return "rename", word, set(), set()
+    if _only(said, (*_LITERALS, _LITERALS_NEW_FIRST)):
+        return "literal change", _literal_mask({lit for pair in asked_literals(said) for lit in pair}), set(), set()
+    if _ADD_DEF.match(said) and not _ADD_DEF_NOT.search(said):
+        return "addition", None, _blank(a), set(range(1, len(b) + 1))
+    ta, tb = parsed()
+    if ta is None or tb is None:
+        return None
+    if _only_imports(said, old, new):
+        ok_a, ok_b = _explained_imports(ta, tb, said)
+        return "import change", None, ok_a | _blank(a), ok_b | _blank(b)
+    if _DELETE_VERB.search(said):
+        defs = _definitions(ta)
+        rest = _leftover_words(said, _DELETE_WORDS)
+        if not rest or not all(w in {d.name for d in defs} for w in rest):
+            return None
+        return "deletion", None, {i for d in defs if d.name in rest for i in _span(d)} | _blank(a), _blank(b)
+    if _DOCSTRING.search(said):
+        rest = _leftover_words(said, _QUOTED, _DOCSTRING_WORDS)
+        if not all(w in {d.name for d in _definitions(ta)} for w in rest):
+            return None
+        named = set(rest)  # "add the docstring ... to f": f's, not another definition's
+        return "docstring", None, _docstring_lines(ta, named) | _blank(a), _docstring_lines(tb, named) | _blank(b)
+    return None
+
+
 def unexplained_changes(old: str, new: str, instruction: str | None, python: bool = True) -> tuple[str, list[int]]:
     """For an instruction whose whole effect can be read off the text: what it asks for (its name
     in a warning) and the lines of `new` that changed for another reason; ("", []) for any other
@@ -321,60 +359,47 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
       form of the old and new literals is masked in both;
     - adding a new definition only ("add a function f(a) that ..."): lines are only added; an
       old line that is not blank may not change or go;
-    - "change nothing": every changed line."""
+    - "change nothing": every changed line;
+    - several of these joined ("rename a to b, then add `import math`"): what any step explains."""
     a, b = old.splitlines(), new.splitlines()
+    said = instruction or ""
+    trees: list = []
+
+    def parsed():  # both files' trees, parsed once and only when a check needs them
+        if not trees:
+            trees.extend((_parse(old), _parse(new)) if python else (None, None))
+        return trees
+
+    if _NO_CHANGE.match(said):
+        scopes = [("request for no change", None, set(), set())]
+    else:
+        one = _scope(said, old, new, a, b, parsed)
+        scopes = [one] if one else []
+        pieces = [p for p in _STEPS.split(said) if p.strip(" .,;")]
+        if not one and len(pieces) >= 2:  # "rename a to b, then add `import math`": every step
+            got = [_scope(p, old, new, a, b, parsed) for p in pieces]
+            scopes = got if all(got) else []
+        if not scopes:
+            return "", []
+    what = scopes[0][0] if len(scopes) == 1 else "multi-step edit"
     ma, mb = a, b
     ok_a: set[int] = set()
     ok_b: set[int] = set()
-    said = instruction or ""
-    if _NO_CHANGE.match(said):
-        what = "request for no change"
-    elif _only_renames(said):
-        what = "rename"
-        pairs = asked_renames(said)
-        names = sorted({n for pair in pairs for n in pair}, key=len, reverse=True)
-        word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
-        ma, mb = [word.sub("\0", line) for line in a], [word.sub("\0", line) for line in b]
-    elif _only(said, (*_LITERALS, _LITERALS_NEW_FIRST)):
-        what = "literal change"
-        mask = _literal_mask({lit for pair in asked_literals(said) for lit in pair})
-        ma, mb = [mask.sub("\0", line) for line in a], [mask.sub("\0", line) for line in b]
-    elif _ADD_DEF.match(said) and not _ADD_DEF_NOT.search(said):
-        what = "addition"
-        ok_a, ok_b = _blank(a), set(range(1, len(b) + 1))
-    else:
-        ta, tb = (_parse(old), _parse(new)) if python else (None, None)
-        if ta is None or tb is None:
-            return "", []
-        if _only_imports(said, old, new):
-            what = "import change"
-            ok_a, ok_b = _explained_imports(ta, tb, said)
-            ok_a, ok_b = ok_a | _blank(a), ok_b | _blank(b)
-        elif _DELETE_VERB.search(said):
-            defs = _definitions(ta)
-            names = {d.name for d in defs}
-            rest = _leftover_words(said, _DELETE_WORDS)
-            if not rest or not all(w in names for w in rest):
-                return "", []
-            what = "deletion"
-            ok_a = {i for d in defs if d.name in rest for i in _span(d)} | _blank(a)
-            ok_b = _blank(b)
-        elif _DOCSTRING.search(said):
-            names = {d.name for d in _definitions(ta)}
-            rest = _leftover_words(said, _QUOTED, _DOCSTRING_WORDS)
-            if not all(w in names for w in rest):
-                return "", []
-            what = "docstring"
-            named = set(rest)  # "add the docstring ... to f": f's, not another definition's
-            ok_a, ok_b = _docstring_lines(ta, named) | _blank(a), _docstring_lines(tb, named) | _blank(b)
-        else:
-            return "", []
+    for _, mask, more_a, more_b in scopes:
+        if mask is not None:
+            ma, mb = [mask.sub("\0", line) for line in ma], [mask.sub("\0", line) for line in mb]
+        ok_a |= more_a
+        ok_b |= more_b
     out: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, ma, mb, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    ops = difflib.SequenceMatcher(None, ma, mb, autojunk=False).get_opcodes()
+    # an old line that the diff shows gone but that comes back, explained, among the changed new
+    # lines only moved (a function added after the `if __name__` block can read as that block
+    # replaced and written again)
+    back = {mb[j] for tag, _, _, j1, j2 in ops if tag != "equal" for j in range(j1, j2) if j + 1 in ok_b}
+    for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue
-        bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a]
+        bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a and ma[i - 1] not in back]
         bad_new = [j for j in range(j1 + 1, j2 + 1) if j not in ok_b]
         out.update(bad_new)
         if bad_old and not bad_new:  # an old line gone: said where it was, in the new file
