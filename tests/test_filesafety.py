@@ -241,6 +241,20 @@ def test_no_false_alarms(name, old, new):
         assert got == []
 
 
+def test_deleting_the_function_that_is_most_of_the_file_is_no_alarm():
+    """Three of this machine's 200 held-out tasks delete a function that is most of its file:
+    asked for, and every removed line is that function's, so "deletes most of the file" is no
+    warning there; the same deletion under another instruction still is."""
+    big = "import os\n\n\ndef big(x):\n" + "".join(f"    x += {i}\n" for i in range(30)) + "    return x\n\n\nY = 1\n"
+    new = "import os\n\n\nY = 1\n"
+    assert rewrite_warnings("m.py", big, new, "delete the function big") == []
+    assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new, "delete the function big and fix Y"))
+    assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new, None))
+    # a deletion that also takes lines the instruction does not name is warned about as before
+    got = rewrite_warnings("m.py", big, "Y = 1\n", "delete the function big")
+    assert any("does not explain" in w for w in got) and any("deletes most" in w for w in got), got
+
+
 @pytest.mark.parametrize("n_old,n_new,warn", [(40, 3, True), (40, 19, True), (40, 21, False),
                                               (40, 40, False), (7, 0, False), (8, 0, True)])
 def test_deleting_most_of_the_file(n_old, n_new, warn):

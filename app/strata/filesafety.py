@@ -290,16 +290,19 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
                 more = f" and {len(gone) - MAX_NAMED_DROPS} more" if len(gone) > MAX_NAMED_DROPS else ""
                 what = "definition" if len(gone) == 1 else "definitions"
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
+    explained = False  # the instruction asks for mechanical edits that explain every change
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
         what, extra = unexplained_changes(old, new, instruction, python=kind == "Python")
+        explained = bool(what) and not extra
         if extra:
             shown = ", ".join(str(n) for n in extra[:MAX_NAMED_CHANGES])
             more = ", ..." if len(extra) > MAX_NAMED_CHANGES else ""
             where = "line" if len(extra) == 1 else "lines"
             out.append(f"the rewrite also changes {where} {shown}{more}, which the {what} does not explain")
     old_lines, new_lines = old.splitlines(), new.splitlines()
-    if len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
+    # "delete the function f" where f is most of the file: asked for, and every removed line f's
+    if not explained and len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
         kept = sum(b.size for b in matcher.get_matching_blocks())
         if kept < KEEP_SHARE * len(old_lines):
