@@ -544,6 +544,19 @@ def test_a_multi_step_instruction_that_changes_other_lines(instruction, new, lin
     assert got == lines and what in ("multi-step edit", "addition"), (what, got)
 
 
+@pytest.mark.parametrize("instruction,what", [
+    # the openers of the task maker's phrasings (and of people): the request after them is read
+    ("Hey, drop the function `_v`", "deletion"),
+    ("I'd like you to delete _v", "deletion"),
+    ("Go ahead and remove _v, thanks", "deletion"),
+    ("I need you to delete _v and add `import math`", "multi-step edit"),
+    ("Hey, leave the file exactly as it is", "request for no change"),
+])
+def test_a_request_after_an_opener_is_read(instruction, what):
+    new = COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", "").replace("return r, g, b", "return b")
+    assert unexplained_changes(COLORS, new, instruction) == (what, [5] if what != "request for no change" else [5, 10])
+
+
 def test_a_block_the_diff_shows_moved_is_not_a_change():
     """A function deleted above the `if __name__` block and one added after it: difflib may pair
     the block with the deleted lines and show it gone at the end; it came back, so it is kept

@@ -308,10 +308,16 @@ _STEPS = re.compile(r"\s+and\s+(?:then\s+|also\s+)?|,\s*(?:and\s+)?(?:then|also|
                     r"\.\s+(?:then|also)\s+|\s+\+\s+", re.IGNORECASE)
 
 
+# how people open a request ("Hey, drop ...", "I'd like you to rename ...", "Go ahead and ...")
+_OPENER = re.compile(r"^\W*(?:(?:hey|hi|ok|okay)\b[\s,!]*)?(?:(?:please|pls)\s+)?"
+                     r"(?:(?:i'?d\s+like|i\s+need|i\s+want)\s+you\s+to|go\s+ahead\s+and)?\s*", re.IGNORECASE)
+
+
 def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
     """What one mechanical edit explains: (its name, a pattern masked in both files' lines or
     None, the old lines and the new lines it explains), or None when `said` asks for something
     else (or a Python check has no trees)."""
+    said = _OPENER.sub("", said, count=1)
     if _only_renames(said):
         names = sorted({n for pair in asked_renames(said) for n in pair}, key=len, reverse=True)
         word = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(re.escape(n) for n in names) + r")(?![A-Za-z0-9_])")
@@ -370,7 +376,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
             trees.extend((_parse(old), _parse(new)) if python else (None, None))
         return trees
 
-    if _NO_CHANGE.match(said):
+    if _NO_CHANGE.match(_OPENER.sub("", said, count=1)):
         scopes = [("request for no change", None, set(), set())]
     else:
         one = _scope(said, old, new, a, b, parsed)
