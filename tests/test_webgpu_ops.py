@@ -36,17 +36,21 @@ def gpu_small_chunks():
 
 # -- matmul -------------------------------------------------------------------------------
 
+def assert_matmul_close(y, x, exact):
+    """y is x @ exact.T within MATMUL_REL of |x| @ |exact|.T, each element (float64 reference)."""
+    x64 = x.astype(np.float64)
+    assert np.max(np.abs(y - x64 @ exact.T) / (np.abs(x64) @ np.abs(exact).T)) < MATMUL_REL
+
+
 @pytest.mark.parametrize("fmt", ["f32", "f16", "bf16"])
 def test_matmul_matches_numpy(gpu, fmt):
     rng = np.random.default_rng(1)
     stored, exact = weights_in(fmt, 70, 200, rng)
     x = rng.standard_normal((21, 200)).astype(np.float32)  # three token blocks, the last partial
     y, chunks = gpu.matmul(x, stored, fmt)
-    ref = x.astype(np.float64) @ exact.T
-    scale = np.abs(x.astype(np.float64)) @ np.abs(exact).T
     assert y.shape == (21, 70)
     assert chunks == 1
-    assert np.max(np.abs(y - ref) / scale) < MATMUL_REL
+    assert_matmul_close(y, x, exact)
 
 
 @pytest.mark.parametrize("fmt", ["f32", "f16", "bf16"])
@@ -96,8 +100,7 @@ def test_matmul_odd_reduction_length(gpu, fmt):
     stored, exact = weights_in(fmt, 9, 37, rng)
     x = rng.standard_normal((3, 37)).astype(np.float32)
     y, _ = gpu.matmul(x, stored, fmt)
-    ref = x.astype(np.float64) @ exact.T
-    assert np.max(np.abs(y - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+    assert_matmul_close(y, x, exact)
 
 
 def test_matmul_strided_rows(gpu):
@@ -120,8 +123,7 @@ def test_matmul_head_rows_are_batch_invariant(gpu):
     stored, exact = weights_in("bf16", 32771, 520, rng)
     x = rng.standard_normal((16, 520)).astype(np.float32)
     full, _ = gpu.matmul(x, stored, "bf16")
-    ref = x.astype(np.float64) @ exact.T
-    assert np.max(np.abs(full - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+    assert_matmul_close(full, x, exact)
     for T in (1, 2, 7, 9):
         y, _ = gpu.matmul(x[:T], stored, "bf16")
         np.testing.assert_array_equal(y, full[:T], err_msg=f"T={T}")
@@ -144,8 +146,7 @@ def test_matmul_window_row_split_changes_no_bit(gpu, monkeypatch):
     stored, exact = weights_in("bf16", 2399, 264, rng)
     x = rng.standard_normal((16, 264)).astype(np.float32)
     full, _ = gpu.matmul(x, stored, "bf16")
-    ref = x.astype(np.float64) @ exact.T
-    assert np.max(np.abs(full - ref) / (np.abs(x.astype(np.float64)) @ np.abs(exact).T)) < MATMUL_REL
+    assert_matmul_close(full, x, exact)
     for T in range(1, 17):
         y, _ = gpu.matmul(x[:T], stored, "bf16")
         np.testing.assert_array_equal(y, full[:T], err_msg=f"T={T}")

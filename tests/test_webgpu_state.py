@@ -40,6 +40,14 @@ def decode(eng, windows=WINDOWS):
     return out
 
 
+def same_windows(a, b):
+    """Runs WINDOWS on both engines (commit after each) and checks their logits bit for bit."""
+    for window, keep in WINDOWS:
+        np.testing.assert_array_equal(a.run(window), b.run(window), err_msg=f"window {window}")
+        a.commit(keep)
+        b.commit(keep)
+
+
 def test_lazy_fold_rows_equal_serial_decode(model):
     serial, windowed = gpu(model), gpu(model, fold="lazy")
     assert windowed.fold == "lazy"
@@ -264,10 +272,7 @@ def test_weights_over_many_arenas_change_no_bit(bf16_model, monkeypatch, chunk):
     # them all); 8 KiB: more than the 4 a dispatch binds, so the layer goes back to the host
     # path and its gathered groups split whenever a 5th arena would join. Logits unchanged.
     ref, small = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_CHUNK_BYTES", str(chunk)))
-    for window, keep in WINDOWS:
-        np.testing.assert_array_equal(small.run(window), ref.run(window), err_msg=f"window {window}")
-        small.commit(keep)
-        ref.commit(keep)
+    same_windows(small, ref)
     on_device = small.backend_counters()["moe_on_device"]
     assert (on_device > 0) == (chunk == 32768)
 
@@ -300,20 +305,14 @@ def test_staged_row_loop_changes_no_bit(bf16_model, monkeypatch):
     # direct loop, so the same logits; the lanes loop (the default) sums in its own order
     direct, staged = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "direct"),
                                gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "staged"))
-    for window, keep in WINDOWS:
-        np.testing.assert_array_equal(staged.run(window), direct.run(window), err_msg=f"window {window}")
-        staged.commit(keep)
-        direct.commit(keep)
+    same_windows(staged, direct)
 
 
 def test_lanes4_row_loop_changes_no_bit(bf16_model, monkeypatch):
     # STRATA_WEBGPU_XLOAD=lanes4 (matmul_rows_lanes4.wgsl): 4 weight rows per thread, each row
     # summed as the lanes loop (the default) sums it, so the same logits
     lanes, lanes4 = prefilled(PROMPT, gpu(bf16_model), gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_XLOAD", "lanes4"))
-    for window, keep in WINDOWS:
-        np.testing.assert_array_equal(lanes4.run(window), lanes.run(window), err_msg=f"window {window}")
-        lanes4.commit(keep)
-        lanes.commit(keep)
+    same_windows(lanes4, lanes)
 
 
 def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
@@ -322,10 +321,7 @@ def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
     # those of STRATA_WEBGPU_ROW_SPLIT=0, bit for bit, and the profile's labels show the split
     split, whole = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"),
                              gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_ROW_SPLIT", "0"))
-    for window, keep in WINDOWS:
-        np.testing.assert_array_equal(split.run(window), whole.run(window), err_msg=f"window {window}")
-        split.commit(keep)
-        whole.commit(keep)
+    same_windows(split, whole)
     labels = [k[6:] for k in split.backend_counters() if k.startswith("gpu_n:")]
     assert any(k.startswith("matmul_half_v4 ") and " split " in k for k in labels)
     assert any(k.startswith("matmul_gathered ") and " split " in k for k in labels)
@@ -349,10 +345,7 @@ def test_profile_times_every_dispatch_and_changes_no_bit(bf16_model, monkeypatch
     assert "gpu_profile" not in plain.backend_counters()
     c0 = prof.backend_counters()
     assert c0["gpu_profile"] in (1, 2)
-    for window, keep in WINDOWS:
-        np.testing.assert_array_equal(prof.run(window), plain.run(window), err_msg=f"window {window}")
-        prof.commit(keep)
-        plain.commit(keep)
+    same_windows(prof, plain)
     c1 = prof.backend_counters()
     labels = {k[7:] for k in c1 if k.startswith("gpu_us:")}
     timed = sum(c1["gpu_n:" + k] - c0.get("gpu_n:" + k, 0) for k in labels)

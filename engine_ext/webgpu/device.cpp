@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "hash.h"
+
 namespace strata::webgpu {
 
 namespace {
@@ -244,10 +246,10 @@ WGPUBindGroup Device::bind_group(const Pipeline& pipeline, uint64_t params_offse
     // the key's words in a buffer that is reused (no allocation per dispatch), hashed as they go
     std::vector<uint64_t>& key = bind_key_;
     key.clear();
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = kFnvOffset;
     auto put = [&key, &h](uint64_t v) {
         key.push_back(v);
-        h = (h ^ v) * 1099511628211ull;
+        h = fnv1a(h, v);
         h ^= h >> 29;
     };
     put(reinterpret_cast<uintptr_t>(pipeline.layout));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "hash.h"
 #include "webgpu/quant_layout.h"
 
 namespace strata::webgpu {
@@ -24,6 +25,17 @@ void check(bool ok, const char* op, const std::string& what) {
 }
 
 uint32_t element_bytes(WeightFormat f) { return f == WeightFormat::F32 ? 4 : 2; }
+
+// A norm's strided input: `rows` vectors of D as (token, head) pairs of `heads` heads, head h of
+// token t at off + t * ld + h * hs (ld 0: heads * D, hs 0: D, the packed rows). Checks that the
+// rows are whole tokens and that `b` holds the last vector; fills in the defaults.
+void need_heads(const BufRef& b, uint32_t rows, uint32_t heads, uint32_t D, uint32_t off, uint32_t& ld, uint32_t& hs,
+                const char* op, const char* arg) {
+    check(heads > 0 && rows % heads == 0, op, "rows a whole number of heads");
+    if (!ld) ld = heads * D;
+    if (!hs) hs = D;
+    need(b, off + uint64_t(rows / heads - 1) * ld + uint64_t(heads - 1) * hs + D, op, arg);
+}
 
 }  // namespace
 
@@ -154,13 +166,13 @@ Kernels::Kernels(Device& device) : device_(device) {
 
 namespace {
 uint64_t fnv(uint64_t h, const std::string& s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    return (h ^ 0xff) * 1099511628211ull;  // a separator: ("ab", "c") and ("a", "bc") differ
+    for (unsigned char c : s) h = fnv1a(h, c);
+    return fnv1a(h, 0xff);  // a separator: ("ab", "c") and ("a", "bc") differ
 }
 }  // namespace
 
 const Pipeline& Kernels::pipeline(const std::string& file, const std::string& entry, ShaderDefines extra) {
-    uint64_t h = fnv(fnv(14695981039346656037ull, file), entry);
+    uint64_t h = fnv(fnv(kFnvOffset, file), entry);
     for (const auto& [k, v] : extra) h = fnv(fnv(h, k), v);
     std::vector<Known>& same = known_[h];
     for (const Known& k : same)
@@ -481,10 +493,7 @@ void Kernels::copy_many(Recorder& r, const BufRef& src, const BufRef& src2, cons
 void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, uint32_t rows,
                       uint32_t D, float eps, float weight_offset, uint32_t heads, uint32_t x_off, uint32_t x_ld,
                       uint32_t x_hs) {
-    check(heads > 0 && rows % heads == 0, "rmsnorm", "rows a whole number of heads");
-    if (!x_ld) x_ld = heads * D;
-    if (!x_hs) x_hs = D;
-    need(x, x_off + uint64_t(rows / heads - 1) * x_ld + uint64_t(heads - 1) * x_hs + D, "rmsnorm", "x");
+    need_heads(x, rows, heads, D, x_off, x_ld, x_hs, "rmsnorm", "x");
     need(w, D, "rmsnorm", "weight");
     need(y, uint64_t(rows) * D, "rmsnorm", "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
@@ -516,11 +525,8 @@ void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const B
 void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w,
                             const BufRef& y, uint32_t rows, uint32_t D, float eps, float weight_offset, uint32_t heads,
                             uint32_t z_off, uint32_t z_ld, uint32_t z_hs) {
-    check(heads > 0 && rows % heads == 0, "rmsnorm_gated", "rows a whole number of heads");
-    if (!z_ld) z_ld = heads * D;
-    if (!z_hs) z_hs = D;
     need(x, uint64_t(rows) * D, "rmsnorm_gated", "x");
-    need(z, z_off + uint64_t(rows / heads - 1) * z_ld + uint64_t(heads - 1) * z_hs + D, "rmsnorm_gated", "z");
+    need_heads(z, rows, heads, D, z_off, z_ld, z_hs, "rmsnorm_gated", "z");
     need(w, D, "rmsnorm_gated", "weight");
     need(y, uint64_t(rows) * D, "rmsnorm_gated", "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
