@@ -67,16 +67,22 @@ _ADD_DEF_NOT = re.compile(
     re.IGNORECASE)
 
 
-def asked_literals(instruction: str | None) -> list[tuple[str, str]]:
-    """The (old, new) literal pairs an instruction asks to change, in the order it names them."""
+def _asked_pairs(instruction: str | None, old_first, new_first: re.Pattern) -> list[tuple[str, str]]:
+    """The distinct (old, new) pairs these patterns find, in the order the instruction names them;
+    `new_first` matches name the new one first ("call it b instead of a")."""
     said = instruction or ""
-    found = [(m.start(), m.group(1), m.group(2)) for p in _LITERALS for m in p.finditer(said)]
-    found += [(m.start(), m.group(2), m.group(1)) for m in _LITERALS_NEW_FIRST.finditer(said)]
+    found = [(m.start(), m.group(1), m.group(2)) for p in old_first for m in p.finditer(said)]
+    found += [(m.start(), m.group(2), m.group(1)) for m in new_first.finditer(said)]
     out: list[tuple[str, str]] = []
     for _, old, new in sorted(found):
         if old != new and (old, new) not in out:
             out.append((old, new))
     return out
+
+
+def asked_literals(instruction: str | None) -> list[tuple[str, str]]:
+    """The (old, new) literal pairs an instruction asks to change, in the order it names them."""
+    return _asked_pairs(instruction, _LITERALS, _LITERALS_NEW_FIRST)
 
 
 def _only(instruction: str, patterns) -> bool:
@@ -139,14 +145,7 @@ _NO_CHANGE = re.compile(
 
 def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
     """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
-    said = instruction or ""
-    found = [(m.start(), m.group(1), m.group(2)) for p in _RENAMES for m in p.finditer(said)]
-    found += [(m.start(), m.group(2), m.group(1)) for m in _RENAMES_NEW_FIRST.finditer(said)]
-    out: list[tuple[str, str]] = []
-    for _, old, new in sorted(found):
-        if old != new and (old, new) not in out:
-            out.append((old, new))
-    return out
+    return _asked_pairs(instruction, _RENAMES, _RENAMES_NEW_FIRST)
 
 
 def _only_renames(instruction: str | None) -> bool:
