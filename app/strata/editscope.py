@@ -58,7 +58,7 @@ _LITERALS_NEW_FIRST = re.compile(
 _ADD_DEF = re.compile(
     r"^\W*(?:(?:please|pls|could\s+you|can\s+you|would\s+you)\s+)?(?:at\s+the\s+end\s+of\s+the\s+file,?\s+)?"
     r"(?:add|append|write|create|define|implement|new)\b.*?"
-    r"(?:\b(?:function|method|class|helper)\s+`?[A-Za-z_]\w*|`?[A-Za-z_]\w*\([^()]*\)`?)",
+    r"(?:\b(?:function|method|class|helper)\s+`?[A-Za-z_]\w*|`?\b[A-Za-z_]\w*\([^()]*\)`?)",
     re.IGNORECASE | re.DOTALL)
 _ADD_DEF_NOT = re.compile(
     r"\b(?:delete|remove|drop|rename|replace|change|fix|update|modify|sort|import|imports|docstrings?|"
