@@ -8,6 +8,7 @@ seconds."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 import subprocess
@@ -162,3 +163,55 @@ def test_every_train_command_in_the_readme_passes_flags_its_script_accepts():
                     wrong.append(f"{m.group(1)}.py has no {bad}: {line.strip()[:100]!r}")
     assert not wrong, wrong
     assert checked >= 10
+
+
+class _OracleModel:
+    """Predicts the reference token at every position of the tasks it knows; stops the run
+    (as a time limit would) at the first task it does not know."""
+
+    def __init__(self, known: list[list[int]], vocab: int):
+        self.known, self.vocab = {tuple(ids[:-1]): ids for ids in known}, vocab
+
+    def __call__(self, input_ids):
+        import types
+
+        import torch
+
+        key = tuple(input_ids[0].tolist())
+        if key not in self.known:
+            raise KeyboardInterrupt("time limit")
+        ids = self.known[key]
+        logits = torch.zeros(1, len(ids) - 1, self.vocab)
+        logits[0, torch.arange(len(ids) - 1), torch.tensor(ids[1:])] = 1.0
+        return types.SimpleNamespace(logits=logits)
+
+
+def test_a_forced_evaluation_stopped_by_its_time_limit_keeps_the_tasks_it_did(tmp_path):
+    # call_v7.sh runs each evaluation under `timeout`: the rows of the tasks done before the limit
+    # must be on disk, not only in a list that dies with the process
+    import sys
+
+    from tokenizers import Tokenizer
+
+    sys.path.insert(0, str(TRAIN))
+    import evaluate
+    from strata import prompts
+
+    tok = Tokenizer.from_file(str(ROOT / "app" / "strata" / "models" / "strata-tiny" / "tokenizer.json"))
+    original = "import os\n\n\ndef f(x):\n    return x + 1\n"
+    tasks = [{"kind": kind, "path": f"pkg/{kind}.py", "filename": f"{kind}.py", "original": original,
+              "instruction": instruction, "rewritten": rewritten}
+             for kind, instruction, rewritten in (
+                 ("delete_import", "Delete the line `import os`.", "def f(x):\n    return x + 1\n"),
+                 ("unchanged", "Leave the file unchanged.", original),
+                 ("literal", "Change 1 to 2.", original.replace("1", "2")))]
+    ids = [tok.encode(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"])).ids
+           for t in tasks]
+    model = _OracleModel(ids[:2], tok.get_vocab_size())
+    rows_path = tmp_path / "forced_tasks.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate.eval_forced(model, tok, tasks, "cpu", lambda msg: None, rows_path)
+    rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    assert [(r["kind"], r["exact"]) for r in rows] == [("delete_import", True), ("unchanged", True)]
+    res, rows = evaluate.eval_forced(_OracleModel(ids, tok.get_vocab_size()), tok, tasks, "cpu", lambda msg: None)
+    assert res["tasks"] == 3 and res["overall"] == 1.0
