@@ -108,6 +108,24 @@ def test_edit_headless(capsys, tmp_path):
     assert code == ExitCode.EDIT and err == f"strata: error: {binary}: looks like a binary file (contains NUL bytes); strata edits text files\n"
 
 
+
+def test_edit_yes_refused_still_prints_the_diff(capsys, tmp_path):
+    # --yes that is refused (here: the rewrite no longer parses) shows what it refused, so the
+    # user can judge whether --force is right; the file is untouched and the edit is recorded
+    # as rejected, not left "proposed"
+    f = tmp_path / "code.py"
+    f.write_text("a = 1\nb = 2\n")
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace b = 2 with b = (", "--yes")
+    assert code == ExitCode.EDIT and "not valid Python" in err and err.count("\n") == 1, err
+    assert "-b = 2\n+b = (\n" in out
+    assert f.read_text() == "a = 1\nb = 2\n"
+    code, out, _ = run(capsys, "sessions", "show", "--json",
+                       json.loads(run(capsys, "sessions", "list", "--json")[1])[0]["id"])
+    assert [e["status"] for e in json.loads(out)["edits"]] == ["rejected"]
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace b = 2 with b = (", "--yes", "--json")
+    data = json.loads(out)
+    assert code == ExitCode.EDIT and err.count("\n") == 1 and "not valid Python" in data["refused"]
+    assert not data["written"] and "+b = (" in data["diff"] and f.read_text() == "a = 1\nb = 2\n"
 def test_replay_compare(capsys):
     demo = str(DEMO / "chat-intro.jsonl")
     code, out, err = run(capsys, "replay", demo, "-m", "fake", "--compare", "--draft", "none")

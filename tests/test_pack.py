@@ -207,6 +207,19 @@ def test_parse_cache_size_errors(text):
     assert "\n" not in str(ei.value)
 
 
+def test_cli_convert_takes_the_bundled_alias(tmp_path, monkeypatch):
+    # `--model strata-tiny` works everywhere, so `strata convert strata-tiny DST` must too (it
+    # said "<cwd>/strata-tiny: not a folder")
+    from typer.testing import CliRunner
+
+    from strata.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["convert", "strata-tiny", "tiny.strata"])
+    assert r.exit_code == 0, r.output
+    assert pack.is_pack(str(tmp_path / "tiny.strata")) and "8 MoE layers x 16 experts" in r.output
+
+
 def test_cli_convert(ckpt, tmp_path):
     from typer.testing import CliRunner
 
@@ -220,6 +233,9 @@ def test_cli_convert(ckpt, tmp_path):
     assert pack.is_pack(str(tmp_path / "c"))
     r = CliRunner().invoke(app, name + [str(tmp_path / "missing"), str(tmp_path / "d")])
     assert r.exit_code == 3
-    assert "not a folder" in r.output and r.output.count("\n") == 1
+    assert "no such file or folder" in r.output and r.output.count("\n") == 1
+    (tmp_path / "afile").write_text("x")
+    r = CliRunner().invoke(app, name + [str(tmp_path / "afile"), str(tmp_path / "d")])
+    assert r.exit_code == 3 and "not a folder" in r.output and r.output.count("\n") == 1
     r = CliRunner().invoke(app, name + [ckpt, str(tmp_path / "c")])
     assert r.exit_code == 2 and "already exists" in r.output

@@ -1,6 +1,7 @@
 """`strata convert SRC DST`: a Hugging Face MoE checkpoint folder or a .gguf file becomes a strata pack."""
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import typer
@@ -13,7 +14,7 @@ from . import ExitCode, app, debug_enabled, fail
 
 @app.command("convert", short_help="Convert a checkpoint into a strata pack.")
 def convert(
-    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors) or a .gguf file."),
+    src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors), a .gguf file, or a bundled alias (strata-tiny)."),
     dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
     force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
     quantize: Optional[str] = typer.Option(None, "--quantize", metavar="FORMAT",
@@ -25,6 +26,13 @@ def convert(
     from ..pack.converter import convert as convert_pack
     from ..telemetry import human_bytes
 
+    from ..models import ALIASES, resolve_model
+
+    if src in ALIASES and not os.path.exists(src):  # as --model takes it; a path of that name wins
+        try:
+            src = str(resolve_model(src))
+        except ModelError as e:
+            raise fail(str(e), ExitCode.MODEL) from None
     progress = diagnostics.ProgressBar("converting")
     try:
         header = convert_pack(src, dst, progress=progress, force=force, quantize=quantize)

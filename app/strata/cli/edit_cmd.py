@@ -78,10 +78,14 @@ def edit(
     diff = session.diff()
     hunks = session.hunks()
     written = False
+    refused: Optional[EditError] = None
     if yes and diff:
-        # EditError (one line) when incomplete, changed on disk, or broken without --force
-        session.accept(force=force)
-        written = True
+        try:
+            session.accept(force=force)
+            written = True
+        except EditError as exc:  # incomplete, changed on disk, or broken without --force
+            refused = exc
+            session.reject()  # recorded as rejected, not left "proposed"
     elif diff:
         session.reject()
     if as_json:
@@ -89,12 +93,17 @@ def edit(
                      "written": written, "hunks": len(hunks),
                      "added": sum(h.added for h in hunks), "removed": sum(h.removed for h in hunks),
                      "stop_reason": proposal.stop_reason, "warnings": proposal.warnings, "diff": diff, **stream.summary(),
-                     "approximate": stream_opts.approximate})
+                     "approximate": stream_opts.approximate, "refused": str(refused) if refused else None})
+        if refused:
+            raise refused
         return
-    sys.stdout.write(diff)
+    sys.stdout.write(diff)  # also when --yes was refused: the user sees what was not written
     sys.stdout.flush()
     for warning in proposal.warnings:
-        diagnostics.say(f"warning: {session.display_path}: {warning}")
+        if not (refused and warning in str(refused)):  # the error line names it already
+            diagnostics.say(f"warning: {session.display_path}: {warning}")
+    if refused:
+        raise refused
     if not diff:
         diagnostics.say(f"{session.display_path}: the rewrite changes nothing")
     elif written:

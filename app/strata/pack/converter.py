@@ -343,6 +343,8 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
         from .gguf_converter import convert_gguf
 
         return convert_gguf(src, dst, progress=progress, force=force)
+    if not os.path.exists(src):
+        raise ModelError(f"{src}: no such file or folder")
     if not os.path.isdir(src):
         raise ModelError(f"{src}: not a folder")
     if is_pack(src):
