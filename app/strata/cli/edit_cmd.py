@@ -88,13 +88,16 @@ def edit(
         common.print_json({"path": str(file), "session": session.session_id, "changed": bool(diff),
                      "written": written, "hunks": len(hunks),
                      "added": sum(h.added for h in hunks), "removed": sum(h.removed for h in hunks),
-                     "stop_reason": proposal.stop_reason, "warnings": proposal.warnings, "diff": diff, **stream.summary(),
+                     "stop_reason": proposal.stop_reason, "warnings": proposal.warnings,
+                     "notes": proposal.notes, "diff": diff, **stream.summary(),
                      "approximate": stream_opts.approximate})
         return
     sys.stdout.write(diff)
     sys.stdout.flush()
     for warning in proposal.warnings:
         diagnostics.say(f"warning: {session.display_path}: {warning}")
+    for note in proposal.notes:
+        diagnostics.say(f"note: {session.display_path}: {note}")
     if not diff:
         diagnostics.say(f"{session.display_path}: the rewrite changes nothing")
     elif written:
