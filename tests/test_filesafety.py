@@ -2,6 +2,7 @@
 read-only files and hard links refused (or, with --force, written in place), killed runs'
 temp files cleaned up, and a rewrite that breaks a file that parsed refused unless forced."""
 import io
+import json
 import os
 import subprocess
 import sys
@@ -781,3 +782,10 @@ def test_cli_yes_refuses_a_rewrite_that_uses_a_name_it_no_longer_defines(capsys,
     assert code == 0, err
     assert "note: " in err and "still uses os (line 5), which the instruction deletes" in err, err
     assert f.read_text() == src.replace("import os", "# drop os")
+    # --json carries the notes beside the warnings
+    f.write_text(src)
+    code, out, _ = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace import os with # drop os", "--yes",
+                       "--json", "--no-save")
+    got = json.loads(out)
+    assert code == 0 and got["written"] and got["warnings"] == []
+    assert got["notes"] == ["the rewrite still uses os (line 5), which the instruction deletes"]
