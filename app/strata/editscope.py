@@ -143,6 +143,11 @@ _NO_CHANGE = re.compile(
     r"(?:[\s,]*(?:please|thanks|thank\s+you|thx))?\W*$", re.IGNORECASE)
 
 
+def asks_to_delete(instruction: str | None) -> bool:
+    """Whether the instruction asks to delete, remove or drop something."""
+    return _DELETE_VERB.search(instruction or "") is not None
+
+
 def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
     """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
     return _asked_pairs(instruction, _RENAMES, _RENAMES_NEW_FIRST)
