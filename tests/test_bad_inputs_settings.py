@@ -154,3 +154,27 @@ def test_already_exists_is_a_usage_error_everywhere(capsys, tmp_path):
     code, _, err = run_cli(capsys, "sessions", "export", sid, "-o", str(out))
     assert_one_line_error(code, err, USAGE, "already exists")
     assert out.read_text() == "precious"
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1", "1025", str(10**20), "2.5"])
+@pytest.mark.parametrize("command", ["chat", "edit"])
+def test_bad_checkpoints_variable_is_a_usage_error_before_the_model(capsys, tmp_path, monkeypatch, command, value):
+    # the variable is what --checkpoints sets: the same range, exit 2 before the model is looked
+    # at (a missing model would be exit 3); 10**20 was taken as is, "lots" was exit 4 after loading
+    monkeypatch.setenv("STRATA_CHECKPOINTS", value)
+    f = tmp_path / "f.py"
+    f.write_text("x = 1\n")
+    argv = ["chat", "--message", "hi"] if command == "chat" else ["edit", str(f), "-i", "add a docstring", "--no-input"]
+    code, _, err = run_cli(capsys, *argv, "-m", str(tmp_path / "no-such-model"))
+    assert_one_line_error(code, err, USAGE, f"STRATA_CHECKPOINTS={value!r}", "from 1 to 1024")
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "nan", "inf", "3601"])
+def test_bad_store_timeout_variable_is_a_usage_error(capsys, monkeypatch, value):
+    # a value that is not a number of seconds was silently read as 10
+    monkeypatch.setenv("STRATA_STORE_TIMEOUT", value)
+    code, _, err = run_cli(capsys, "sessions", "list")
+    assert_one_line_error(code, err, USAGE, f"STRATA_STORE_TIMEOUT={value!r}")
+    monkeypatch.setenv("STRATA_STORE_TIMEOUT", "0.5")
+    code, _, err = run_cli(capsys, "sessions", "list")
+    assert code == 0, err

@@ -76,6 +76,23 @@ def test_chat_headless_records_a_session_and_sessions_commands(capsys, tmp_path)
     assert code == ExitCode.SESSION and err.count("\n") == 1
 
 
+def test_sessions_export_to_a_folder_or_a_missing_folder_names_the_path(capsys, tmp_path):
+    # a folder: one usage line that does not suggest --force (which cannot replace a folder);
+    # a missing folder: exit 6 naming the file asked for (it named the temp file beside it)
+    code, _, err = run(capsys, "chat", "-m", "fake", "--message", "hi")
+    sid = json.loads(run(capsys, "sessions", "list", "--json")[1])[0]["id"]
+    folder = tmp_path / "afolder"
+    (folder / "sub").mkdir(parents=True)
+    for extra in ([], ["--force"]):
+        code, _, err = run(capsys, "sessions", "export", sid, "-o", str(folder), *extra)
+        assert code == ExitCode.USAGE and err == f"strata: error: {folder}: is a folder; give the name of a file to write\n"
+    assert (folder / "sub").is_dir()
+    target = tmp_path / "nowhere" / "s.jsonl"
+    code, _, err = run(capsys, "sessions", "export", sid, "-o", str(target))
+    assert code == ExitCode.IO and err.startswith(f"strata: error: {target}: ") and err.count("\n") == 1
+    assert ".tmp" not in err
+
+
 def test_plain_strata_is_chat_reading_stdin(capsys):
     code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
     assert code == 0 and "You said: from a pipe" in out

@@ -193,3 +193,33 @@ def test_quantize_refuses_unknown_format_and_gguf_source(gguf_and_pack, tmp_path
     with pytest.raises(UsageError, match="q3_x") as ei:
         convert(os.path.dirname(src), str(tmp_path / "y"), quantize="q3_x")
     assert "q8_0, q4_k, q5_k, q6_k" in str(ei.value)
+
+
+def test_f16_gguf_pack_stores_f32_experts_and_gives_the_gguf_logits(tmp_path, monkeypatch):
+    # an F16 .gguf (what many downloads are) converted to a pack used to keep F16 expert blobs,
+    # which the cpu backend has no kernel for: the first window aborted the process
+    # (std::terminate, exit 134). The engine converts mapped F16 matrices to F32, so the pack
+    # stores its experts as F32 and gives the file's logits bit for bit.
+    from strata.pack import gguf_converter
+
+    folder, _ = wide_model(tmp_path / "hf", "qwen3_next", seed=7)
+    src = write_gguf(folder, str(tmp_path / "m.gguf"), qtype="F16")
+    pack = str(tmp_path / "m.strata")
+    convert(src, pack)
+    info = read_pack(pack)
+    assert {f for lf in info.layer_formats for f in lf} == {"F32"}
+    seq = np.random.default_rng(3).integers(0, 96, 10).tolist()
+    ref = {d: _decode(strata.load(src, threads=2), seq, d) for d in (False, True)}
+    k = strata.load(src, threads=1).config["top_k"]
+    for cache in (None, k * info.ex["stride"]):
+        for drafts in (False, True):
+            assert np.array_equal(_decode(strata.load(pack, threads=2, expert_cache=cache), seq, drafts),
+                                  ref[drafts]), (cache, drafts)
+    # a pack written the old way (F16 blobs) is refused at load in one line, not aborted later
+    monkeypatch.setattr(gguf_converter, "_stored", lambda fmt: fmt)
+    monkeypatch.setattr(gguf_converter, "_stored_bytes", lambda data, fmt: data.tobytes())
+    old = str(tmp_path / "old.strata")
+    convert(src, old)
+    with pytest.raises(ModelError, match="stored as F16, which the cpu backend cannot compute") as ei:
+        strata.load(old)
+    assert "\n" not in str(ei.value)

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from strata.errors import SessionError
+from strata.errors import SessionError, UsageError
 from strata.protocol import GenerationSettings, WindowStats
 from strata.store import (SCHEMA_VERSION, BlobStore, CheckpointRing, SessionStore, TurnRecord,
                           sha256_bytes)
@@ -225,7 +225,7 @@ def test_ring_size_comes_from_argument_env_then_store(store, monkeypatch):
     assert CheckpointRing.for_session(store, sid, "abc123").capacity == 3
     assert CheckpointRing.for_session(store, sid, "abc123", capacity=2).capacity == 2
     monkeypatch.setenv("STRATA_CHECKPOINTS", "lots")
-    with pytest.raises(SessionError, match="STRATA_CHECKPOINTS"):
+    with pytest.raises(UsageError, match="STRATA_CHECKPOINTS"):
         CheckpointRing.for_session(None, None, "abc123")
     with pytest.raises(SessionError, match="at least 1"):
         CheckpointRing(0, model_id="abc123")

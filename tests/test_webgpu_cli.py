@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from strata.cli import app
+from strata.cli import ExitCode, app
 from strata.cli.runner import run_app
 from webgpu_helpers import open_test_device
 
@@ -44,7 +44,7 @@ def test_info_gpu_auto_refuses_software_adapter_in_one_line(capsys):
     dev = open_test_device()
     code, out, err = run(capsys, "info", "--gpu", "auto")
     if dev.info()["software"]:
-        assert code != 0
+        assert code == ExitCode.MODEL  # as `run --backend webgpu` without an adapter; it was 1, a bug's code
         lines = [line for line in err.splitlines() if line.startswith("strata:")]
         assert len(lines) == 1 and "no GPU adapter" in lines[0] and "install" in lines[0]
         assert "Traceback" not in err
@@ -59,7 +59,7 @@ def test_info_needs_model_or_gpu(capsys):
 
 def test_info_gpu_bad_choice(capsys):
     code, _, err = run(capsys, "info", "--gpu", "nvidia")
-    assert code != 0 and "unknown adapter choice 'nvidia'" in err
+    assert code == ExitCode.USAGE and "unknown adapter choice 'nvidia'" in err and err.count("\n") == 1
 
 
 def _run_tokens(capsys, *extra):
@@ -102,12 +102,13 @@ def test_backend_webgpu_without_a_usable_adapter_is_one_line(capsys, monkeypatch
 
 def _bad_setting_line(capsys, monkeypatch, name, value):
     """`strata run --backend webgpu` with the environment variable `name` set to `value`: it must
-    fail with exactly one `strata:` line, which is returned."""
+    fail with exactly one `strata:` line, which is returned, and exit 2 (bad input; it was 1,
+    the code of a bug)."""
     open_test_device()
     monkeypatch.setenv(name, value)
     code, _, err = run(capsys, "run", "-m", "strata-tiny", "--prompt", "x", "--max-new", "1", "--backend", "webgpu")
     lines = [line for line in err.splitlines() if line.startswith("strata:")]
-    assert code != 0 and len(lines) == 1
+    assert code == ExitCode.USAGE and len(lines) == 1
     return lines[0]
 
 
@@ -135,3 +136,8 @@ def test_bad_early_first_is_one_line(capsys, monkeypatch, value):
     """STRATA_WEBGPU_EARLY_FIRST takes a dispatch count from 1 to 4096 (unset: 48)."""
     line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_EARLY_FIRST", value)
     assert f"STRATA_WEBGPU_EARLY_FIRST={value!r}: use a whole number of dispatches from 1 to 4096" in line
+
+
+def test_unknown_adapter_variable_is_one_usage_line(capsys, monkeypatch):
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_ADAPTER", "gpu0")
+    assert "STRATA_WEBGPU_ADAPTER='gpu0': use one of auto, software, any" in line

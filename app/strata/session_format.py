@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable
 
-from .errors import AlreadyExistsError, SessionError
+from .errors import AlreadyExistsError, SessionError, UsageError
 from .protocol import WindowStats
 from .settings import GenerationSettings, SettingsError
 from .store import SessionStore, TurnRecord, atomic_write_bytes, sha256_bytes
@@ -91,9 +91,14 @@ def dump_lines(rec: Recording, *, with_version: bool = True) -> list[str]:
 
 def write_session_file(rec: Recording, path: str | os.PathLike, *, overwrite: bool = False) -> None:
     p = Path(path)
+    if p.is_dir():  # --force cannot replace a folder: say so instead of suggesting it
+        raise UsageError(f"{p}: is a folder; give the name of a file to write")
     if p.exists() and not overwrite:
         raise AlreadyExistsError(f"{p}: already exists; choose another file name or pass --force")
-    atomic_write_bytes(p, ("\n".join(dump_lines(rec)) + "\n").encode("utf-8"))
+    try:
+        atomic_write_bytes(p, ("\n".join(dump_lines(rec)) + "\n").encode("utf-8"))
+    except OSError as exc:  # name the file asked for, not the temp file beside it
+        raise OSError(exc.errno, exc.strerror or str(exc), str(p)) from None
 
 
 def write_session_stream(rec: Recording, out: IO[str]) -> None:

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import StrataError
+from .errors import StrataError, UsageError
 
 ADAPTER_CHOICES = ("auto", "software", "any")
 # STRATA_WEBGPU_XLOAD: the half-precision matmuls' row loop (engine_ext/webgpu/kernels.cpp)
@@ -98,7 +98,7 @@ def backend_adapter() -> str:
     WebGPU explicitly, so a software adapter is acceptable there; `--backend auto` is not)."""
     choice = os.environ.get("STRATA_WEBGPU_ADAPTER", "any")
     if choice not in ADAPTER_CHOICES:
-        raise StrataError(f"STRATA_WEBGPU_ADAPTER={choice!r}: use one of {', '.join(ADAPTER_CHOICES)}")
+        raise UsageError(f"STRATA_WEBGPU_ADAPTER={choice!r}: use one of {', '.join(ADAPTER_CHOICES)}")
     return choice
 
 
@@ -108,18 +108,18 @@ def backend_config() -> tuple[str, str, str]:
     STRATA_WEBGPU_ROW_SPLIT and STRATA_WEBGPU_EARLY_FIRST are checked here, as the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
-        raise StrataError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
+        raise UsageError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
     fold = os.environ.get("STRATA_WEBGPU_QUANT_FOLD")
     if fold is not None and fold not in ("0", "1"):
-        raise StrataError(
+        raise UsageError(
             f"STRATA_WEBGPU_QUANT_FOLD={fold!r}: use 0 or 1 (unset: the K-quant formats fold, the others do not)"
         )
     split = os.environ.get("STRATA_WEBGPU_ROW_SPLIT")
     if split and split not in ("0", "1"):
-        raise StrataError(f"STRATA_WEBGPU_ROW_SPLIT={split!r}: use 0 or 1 (unset: 1, narrow matmuls split their window rows)")
+        raise UsageError(f"STRATA_WEBGPU_ROW_SPLIT={split!r}: use 0 or 1 (unset: 1, narrow matmuls split their window rows)")
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):
-        raise StrataError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")
+        raise UsageError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")
     return str(library_path()), str(shader_dir()), backend_adapter()
 
 

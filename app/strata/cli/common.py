@@ -31,16 +31,19 @@ ThreadsOpt = typer.Option(None, "--threads", metavar="N", help="Engine threads (
 CheckpointsOpt = typer.Option(None, "--checkpoints", metavar="N", help="Engine snapshots kept for undo/retry (default 8).")
 
 
-MAX_CHECKPOINTS = 1024  # each is a full engine state: more would not fit any disk budget
 
 
 def set_checkpoints(n: int | None) -> None:
-    if n is None:
-        return
+    """--checkpoints N for every ring of this process; without it, $STRATA_CHECKPOINTS is checked
+    here, before a model is loaded (exit 2 for a bad value)."""
     from ..settings import check_int
-    from ..store.ring import ENV_KEY
+    from ..store.ring import ENV_KEY, MAX_CAPACITY, env_capacity
 
-    n = check_int("checkpoints", n, 1, MAX_CHECKPOINTS)
+    if n is None:
+        env_capacity()
+        return
+
+    n = check_int("checkpoints", n, 1, MAX_CAPACITY)
 
     os.environ[ENV_KEY] = str(n)  # read by every checkpoint ring of this process, TUI included
 

@@ -26,9 +26,18 @@ def info(
         raise UsageError("strata info needs a MODEL (or --gpu auto|software|any for the WebGPU adapter)")
     gpu_data = None
     if gpu is not None:
+        from ..errors import ModelError, StrataError
+        from ..webgpu import ADAPTER_CHOICES
         from .gpu_info import gpu_info
 
-        gpu_data = gpu_info(gpu)
+        if gpu not in ADAPTER_CHOICES:
+            raise UsageError(f"--gpu: unknown adapter choice {gpu!r} (one of {', '.join(ADAPTER_CHOICES)})")
+        try:
+            gpu_data = gpu_info(gpu)
+        except UsageError:
+            raise
+        except StrataError as exc:  # no adapter, no driver, no WebGPU in this build: exit 3 as --backend webgpu
+            raise ModelError(str(exc)) from None
     data = model_info(model) if model is not None else None
     if as_json:
         common.print_json({**(data or {}), "webgpu": gpu_data} if gpu_data is not None else data)

@@ -1,5 +1,5 @@
 """`strata convert file.gguf PACK`: a GGUF model becomes a strata pack whose expert blobs keep the
-GGUF blocks as they are (gate | up | down of one expert, each in its stored format, which the
+GGUF blocks as they are (gate | up | down of one expert, each in its stored format (F16 as F32), which the
 header records per layer), and whose dense.gguf holds the file's metadata (architecture,
 tokenizer, chat template) and every other tensor, also in its stored format.
 
@@ -76,6 +76,20 @@ def _write_dense_gguf(path: str, src_first: str, tensors: list, progress: Callab
     return os.path.getsize(path)
 
 
+def _stored(fmt: str) -> str:
+    """The format an expert matrix stored as `fmt` in the GGUF file gets in the pack: F16 becomes
+    F32 (the engine converts F16 matrices when it maps them, and has no F16 kernel for the expert
+    blobs it streams), every other format is kept as it is."""
+    return "F32" if fmt == "F16" else fmt
+
+
+def _stored_bytes(data: np.ndarray, fmt: str) -> bytes:
+    """An expert matrix's bytes as the pack stores them (see `_stored`)."""
+    if fmt == "F16":  # as the engine converts an F16 matrix it maps: exact, the same logits
+        return data.view("<f2").astype("<f4").tobytes()
+    return data.tobytes()
+
+
 def convert_gguf(src: str, dst: str, *, progress: Callable[[int, int], None] | None = None,
                  force: bool = False) -> dict:
     """Converts a .gguf file (or the first file of a split set) into a quantized strata pack."""
@@ -98,7 +112,7 @@ def convert_gguf(src: str, dst: str, *, progress: Callable[[int, int], None] | N
             if [r.type for r in refs[li][e]] != f:
                 raise ModelError(f"{src}: layer {l} expert {e} is stored as {[r.type for r in refs[li][e]]}, "
                                  f"expert 0 as {f}: a pack needs one format mix per layer")
-        formats.append(f)
+        formats.append([_stored(x) for x in f])
     layer_bytes = [layer_blob_bytes(f, H, I) for f in formats]
     stride = align_up(max(layer_bytes))
     n_layers = spec["num_layers"]
@@ -111,7 +125,7 @@ def convert_gguf(src: str, dst: str, *, progress: Callable[[int, int], None] | N
         mm = maps.get(r.path)
         if mm is None:
             mm = maps[r.path] = np.memmap(r.path, dtype=np.uint8, mode="r")
-        return mm[r.offset:r.offset + r.nbytes].tobytes()
+        return _stored_bytes(mm[r.offset:r.offset + r.nbytes], r.type)
 
     def blob(li: int, e: int) -> bytes:
         return b"".join(raw(r) for r in refs[li][e])

@@ -39,6 +39,24 @@ def _cache_bytes(info: PackInfo, expert_cache) -> int:
     return parse_cache_size(expert_cache, info.expert_bytes)
 
 
+def _check_expert_formats(info: PackInfo, backend: str | None) -> None:
+    """ModelError (one line) when the backend has no kernel for a format the pack's expert blobs
+    are stored in: streamed experts reach the kernels as stored, with no conversion at load (a
+    pack that an older strata converted from an F16 GGUF file holds F16 experts)."""
+    from .. import _engine  # noqa: PLC0415 (native module)
+
+    name = backend or "cpu"
+    first: dict[str, int] = {}  # format -> the first layer that stores it (one check per format)
+    for o, formats in enumerate(info.layer_formats):
+        for fmt in formats:
+            first.setdefault(fmt, int(info.ex["layers"][o]))
+    for fmt, layer in first.items():
+        if not _engine.ops.supports(name, "matmul", fmt):
+            raise ModelError(f"{info.experts_path}: layer {layer}'s experts are stored as {fmt}, which the "
+                             f"{name} backend cannot compute (convert the source again: strata convert "
+                             "stores F16 experts as F32)")
+
+
 def _load_gguf_pack(info: PackInfo, store_kw: dict, expert_cache, routing, threads=None, fold="eager",
                     ctx=None, backend="cpu"):
     """A pack converted from a GGUF file: spec, tokenizer and dense tensors from its dense.gguf
@@ -50,6 +68,7 @@ def _load_gguf_pack(info: PackInfo, store_kw: dict, expert_cache, routing, threa
     model = _gguf.open_gguf(info.dense_path)
     spec = _gguf.spec_from_metadata(model)
     check_pack_matches(info, spec)
+    _check_expert_formats(info, backend)
     table = _gguf.canonical_tensors(model, spec, experts=False)
     store = open_expert_store(info, cache_bytes=_cache_bytes(info, expert_cache), **store_kw)
     rows = [(name, t.path, t.offset, t.type, list(t.shape)) for name, t in table.items()]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..errors import SessionError
+from ..errors import SessionError, UsageError
 from ..protocol import GenerationSettings, WindowStats
 from .blobs import BlobRef, BlobStore
 from .migrations import LATEST, MIGRATIONS
@@ -28,11 +28,18 @@ TIMEOUT_ENV = "STRATA_STORE_TIMEOUT"  # seconds to wait for a store another proc
 
 
 def busy_timeout() -> float:
-    try:
-        value = float(os.environ.get(TIMEOUT_ENV, "10"))
-    except ValueError:
+    """$STRATA_STORE_TIMEOUT in seconds (unset: 10); a value that is not a number from 0 to 3600
+    is a usage error (exit 2), not silently 10."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
         return 10.0
-    return value if 0 <= value <= 3600 else 10.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:  # nan too
+        raise UsageError(f"{TIMEOUT_ENV}={raw!r}: use a number of seconds from 0 to 3600 (unset: 10)")
+    return value
 EDIT_STATUSES = ("proposed", "accepted", "rejected", "undone")
 
 

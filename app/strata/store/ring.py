@@ -10,14 +10,31 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SessionError
+from ..errors import SessionError, UsageError
 
 if TYPE_CHECKING:
     from .db import CheckpointRecord, SessionStore
 
 DEFAULT_CAPACITY = 8
+MAX_CAPACITY = 1024  # each is a full engine state: more would not fit any disk budget
 SETTING_KEY = "checkpoint_ring_size"
 ENV_KEY = "STRATA_CHECKPOINTS"
+
+
+def env_capacity() -> int | None:
+    """$STRATA_CHECKPOINTS as a ring size (None when unset); UsageError (one line, exit 2) for a
+    value --checkpoints would refuse, so that a typo is not read as 'no checkpoints' or a million."""
+    env = os.environ.get(ENV_KEY, "").strip()
+    if not env:
+        return None
+    try:
+        n = int(env)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_CAPACITY:
+        raise UsageError(f"{ENV_KEY}={env!r}: use a whole number of checkpoints from 1 to {MAX_CAPACITY} "
+                         f"(unset: the store's setting, else {DEFAULT_CAPACITY})")
+    return n
 
 
 @dataclass
@@ -56,16 +73,9 @@ class CheckpointRing:
         """Ring size: `capacity`, else $STRATA_CHECKPOINTS, else the store's
         `checkpoint_ring_size` setting, else 8."""
         if capacity is None:
-            env = os.environ.get(ENV_KEY, "").strip()
-            if env:
-                try:
-                    capacity = int(env)
-                except ValueError:
-                    raise SessionError(f"{ENV_KEY}={env!r} is not a number of checkpoints") from None
-            elif store is not None:
-                capacity = int(store.get_setting(SETTING_KEY, DEFAULT_CAPACITY))
-            else:
-                capacity = DEFAULT_CAPACITY
+            capacity = env_capacity()
+        if capacity is None:
+            capacity = DEFAULT_CAPACITY if store is None else int(store.get_setting(SETTING_KEY, DEFAULT_CAPACITY))
         return cls(capacity, model_id=model_id, store=store, session_id=session_id)
 
     def __len__(self) -> int:
