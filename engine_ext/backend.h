@@ -176,6 +176,13 @@ public:
     virtual void gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) = 0;
     // out = silu(g) * u over rows x n (out may alias g).
     virtual void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) = 0;
+    // swiglu(g, u, out, rows, n), then matmul({job}) whose X is out (an FFN's down projection).
+    // A backend may fold the SwiGLU into the matmul's reads of x and leave out unwritten; job.Y
+    // equals the two ops' either way.
+    virtual void swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) {
+        swiglu(g, u, out, rows, n);
+        matmul({job});
+    }
     // out[t] = sum_j w[t][j] * D[slot[t][j]] in rank order; with `shared` (in/out, [n][H]):
     // out[t] = that + sigmoid(shared_gate[t]) * shared[t] (out may alias shared).
     virtual void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H,

@@ -20,6 +20,7 @@ struct Params {
     x_vec4: u32,     // 1: x_off and x_stride are multiples of 4 (rows_dot may read x as vec4)
     slices: u32,     // matmul_half_v4: workgroups per RB weight rows, each on t_per rows of x
     t_per: u32,
+    glu_off: u32,    // matmul_half_v4 with GLU = 1: x is silu(x) * (x glu_off floats on), a folded SwiGLU
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -116,6 +117,7 @@ fn matmul_half_v4(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgr
     let quads = p.row_words / 4u;
     let t_lo = (g % p.slices) * p.t_per;
     let t_hi = min(p.T, t_lo + p.t_per);
+    glu_off = p.glu_off;
     for (var t0 = t_lo; t0 < t_hi; t0 += TB) {
         let nt = min(TB, t_hi - t0);
         rows_dot(lid, 0u, n0 * quads, quads, nr, p.x_off + t0 * p.x_stride, p.x_stride, nt, p.x_vec4);

@@ -104,8 +104,8 @@ struct RoutedParams {
     n_experts: u32,
     log_ids: u32,        // 1: write each pair's expert to ids_log (read back with the logits)
     y_off2: u32,
-    x_vec4: u32,         // 1: x_off and x_stride are multiples of 4
-    pad1: u32,
+    x_vec4: u32,         // 1: x_off and x_stride are multiples of 4 (and glu_off, with GLU)
+    glu_off: u32,        // GLU = 1: x is silu(gate) * up, up glu_off floats after gate (the down projection)
     pad2: u32,
 }
 @group(0) @binding(0) var<uniform> rp: RoutedParams;
@@ -120,6 +120,7 @@ fn matmul_half_v4_routed(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin
     if (g >= rp.total_rows) { return; }
     let q = routed_rows(g, RB);
     let quads = rp.row_words / 4u;
+    glu_off = rp.glu_off;
     rows_dot(lid, q.at.x, q.at.y + q.n0 * quads, quads, RB, rp.x_off + q.t * rp.x_stride, 0u, 1u, rp.x_vec4);
     for (var r = lid; r < RB; r += WG) {
         y[q.y0 + q.p * rp.y_stride + q.n0 + r] = row_result(r, 0u);

@@ -19,6 +19,10 @@
 // partial[r * TB + j] holds weight row r's dot product with x row j until the caller's next
 // barrier.
 
+// the folded SwiGLU (GLU) is the lanes loop's only (matmul_rows_lanes.wgsl); the includers set
+// glu_off, unused here
+var<private> glu_off: u32;
+
 var<workgroup> partial: array<f32, WG * TB * RB>;
 var<workgroup> xt: array<vec4<f32>, 2u * WG * TB>;  // [row][half][lane]: a lane's 8 values as two vec4
 

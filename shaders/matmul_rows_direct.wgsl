@@ -10,6 +10,10 @@
 // ... in increasing order, then a fixed tree; afterwards partial[r * TB + j] holds weight row r's
 // dot product with x row j until the caller's next barrier.
 
+// the folded SwiGLU (GLU) is the lanes loop's only (matmul_rows_lanes.wgsl); the includers set
+// glu_off, unused here
+var<private> glu_off: u32;
+
 var<workgroup> partial: array<f32, WG * TB * RB>;
 
 {{include matmul_rows_pair.wgsl}}

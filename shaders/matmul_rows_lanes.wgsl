@@ -35,9 +35,36 @@ struct Acc {
 // boundary (xv = 1) a quad's 8 values of x are two loads instead of eight; the same values.
 @group(0) @binding(12) var<storage, read_write> x4: array<vec4<f32>>;
 
+// GLU = 1 (a SwiGLU folded into the matmul that reads its output): the value of x at index i is
+// silu(x[i]) * x[i + glu_off], computed as elementwise.wgsl's `swiglu` writes it (the same
+// expression, f32), so the product is the same bits as the swiglu dispatch followed by this
+// matmul, one dispatch fewer. The includer sets glu_off before rows_dot. GLU = 0: the code
+// below is the plain loop (the constant branch folds away).
+const GLU: u32 = {{GLU}}u;
+var<private> glu_off: u32;
+
+fn glu(g: f32, u: f32) -> f32 { return g / (1.0 + exp(-g)) * u; }
+
+fn glu4(g: vec4<f32>, u: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(glu(g.x, u.x), glu(g.y, u.y), glu(g.z, u.z), glu(g.w, u.w));
+}
+
 fn xdot(w_lo: vec4<f32>, w_hi: vec4<f32>, xb: u32, xv: u32) -> f32 {
     var x_lo: vec4<f32>;
     var x_hi: vec4<f32>;
+    if (GLU == 1u) {
+        let ub = xb + glu_off;
+        if (xv == 1u) {
+            x_lo = glu4(x4[xb / 4u], x4[ub / 4u]);
+            x_hi = glu4(x4[xb / 4u + 1u], x4[ub / 4u + 1u]);
+        } else {
+            x_lo = glu4(vec4<f32>(x[xb], x[xb + 1u], x[xb + 2u], x[xb + 3u]),
+                        vec4<f32>(x[ub], x[ub + 1u], x[ub + 2u], x[ub + 3u]));
+            x_hi = glu4(vec4<f32>(x[xb + 4u], x[xb + 5u], x[xb + 6u], x[xb + 7u]),
+                        vec4<f32>(x[ub + 4u], x[ub + 5u], x[ub + 6u], x[ub + 7u]));
+        }
+        return dot(w_lo, x_lo) + dot(w_hi, x_hi);
+    }
     if (xv == 1u) {
         x_lo = x4[xb / 4u];
         x_hi = x4[xb / 4u + 1u];

@@ -13,6 +13,10 @@ const RPT: u32 = 4u;  // weight rows per thread
 const GROUPS: u32 = WG / LANES;
 
 // partial[(j * RPT + u) * WG + lid]: x row j, the thread's row u
+// the folded SwiGLU (GLU) is the lanes loop's only (matmul_rows_lanes.wgsl); the includers set
+// glu_off, unused here
+var<private> glu_off: u32;
+
 var<workgroup> partial: array<f32, WG * TB * RPT>;
 
 {{include matmul_rows_pair.wgsl}}

@@ -131,6 +131,12 @@ def test_unknown_row_split_choice_is_one_line(capsys, monkeypatch):
     assert "internal error" not in line
 
 
+def test_unknown_fold_choice_is_one_line(capsys, monkeypatch):
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_FOLD", "yes")
+    assert "STRATA_WEBGPU_FOLD='yes': use 0 or 1" in line
+    assert "internal error" not in line
+
+
 @pytest.mark.parametrize("value", ["0", "soon", "-3", "5000"])
 def test_bad_early_first_is_one_line(capsys, monkeypatch, value):
     """STRATA_WEBGPU_EARLY_FIRST takes a dispatch count from 1 to 4096 (unset: 48)."""

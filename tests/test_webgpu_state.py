@@ -328,6 +328,52 @@ def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
     assert not any(" T1 split " in k for k in labels)
 
 
+def test_folded_swiglu_changes_no_bit(bf16_model, monkeypatch):
+    # the SwiGLU folded into the down projections that read it (the routed experts' and the shared
+    # expert's: each x value computed in the matmul as the swiglu kernel writes it) gives the
+    # logits of STRATA_WEBGPU_FOLD=0 bit for bit, with no swiglu dispatch left and 2 fewer
+    # dispatches per MoE layer (this model has no dense FFN layer)
+    import json
+    import os
+
+    with open(os.path.join(bf16_model, "config.json")) as f:
+        moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
+    folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"),
+                              gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "0"))
+    start = folded.backend_counters()
+    for window, keep in WINDOWS:
+        before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
+        np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
+        saved = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
+        assert saved[1] - saved[0] == 2 * moe_layers, f"window {window}"
+        folded.commit(keep)
+        apart.commit(keep)
+    counters = folded.backend_counters()
+    assert counters.get("gpu_n:swiglu", 0) == start.get("gpu_n:swiglu", 0)  # (the prefill: host-grouped)
+    labels = [k[6:] for k in counters if k.startswith("gpu_n:") and counters[k] > start.get(k, 0)]
+    assert any(k.startswith("matmul_routed swiglu+down ") for k in labels)
+    assert any(k.startswith("matmul_half_v4 swiglu ") for k in labels)
+
+
+def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):
+    # a dense FFN layer (qwen3_moe's mlp_only_layers): the same fold of its SwiGLU into the down
+    # projection, the same logits, one dispatch fewer per window
+    path = write_random_model(tmp_path / "dense", "qwen3_moe", seed=7, dtype="bfloat16", mlp_only_layers=[0])
+    folded, apart = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FOLD", "0"))
+    for window, keep in WINDOWS:
+        before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
+        np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
+        n = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
+        assert n[1] - n[0] == 1 + 3, f"window {window}"  # the dense layer and the 3 MoE layers' experts
+        folded.commit(keep)
+        apart.commit(keep)
+
+
+def test_unknown_fold_is_refused(bf16_model, monkeypatch):
+    with pytest.raises(Exception, match="STRATA_WEBGPU_FOLD='yes'"):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "yes")
+
+
 def test_unknown_row_split_is_refused(bf16_model, monkeypatch):
     with pytest.raises(Exception, match="STRATA_WEBGPU_ROW_SPLIT='yes'"):
         gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_ROW_SPLIT", "yes")

@@ -105,7 +105,8 @@ def backend_adapter() -> str:
 def backend_config() -> tuple[str, str, str]:
     """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
     loop the backend reads from STRATA_WEBGPU_XLOAD, STRATA_WEBGPU_QUANT_FOLD,
-    STRATA_WEBGPU_ROW_SPLIT and STRATA_WEBGPU_EARLY_FIRST are checked here, as the adapter choice is."""
+    STRATA_WEBGPU_ROW_SPLIT, STRATA_WEBGPU_FOLD and STRATA_WEBGPU_EARLY_FIRST are checked here, as
+    the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
         raise UsageError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
@@ -117,6 +118,11 @@ def backend_config() -> tuple[str, str, str]:
     split = os.environ.get("STRATA_WEBGPU_ROW_SPLIT")
     if split and split not in ("0", "1"):
         raise UsageError(f"STRATA_WEBGPU_ROW_SPLIT={split!r}: use 0 or 1 (unset: 1, narrow matmuls split their window rows)")
+    fold_ew = os.environ.get("STRATA_WEBGPU_FOLD")
+    if fold_ew and fold_ew not in ("0", "1"):
+        raise UsageError(
+            f"STRATA_WEBGPU_FOLD={fold_ew!r}: use 0 or 1 (unset: 1, a SwiGLU is folded into the down projection)"
+        )
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):
         raise UsageError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")

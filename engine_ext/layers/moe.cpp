@@ -38,8 +38,7 @@ void FfnBlock::dense(const float* h, int n, float* out) {
     float* g = sc.alloc<float>(size_t(n) * I);
     float* u = sc.alloc<float>(size_t(n) * I);
     be.matmul({{h, n, H, gate_.w, nullptr, g, I}, {h, n, H, up_.w, nullptr, u, I}});
-    be.swiglu({g, I, 0}, {u, I, 0}, {g, I, 0}, n, I);
-    be.matmul({{g, n, I, down_.w, nullptr, out, H}});
+    be.swiglu_matmul({g, I, 0}, {u, I, 0}, {g, I, 0}, n, I, {g, n, I, down_.w, nullptr, out, H});
 }
 
 bool FfnBlock::run_on_device(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,
@@ -67,8 +66,7 @@ bool FfnBlock::run_routed(Backend::MoeExpertsArgs a, const float* wts, float* ou
     a.D = sc.alloc<float>(size_t(NS) * H);
     if (!be.moe_experts(a)) return false;
     if (has_shared_) {
-        be.swiglu({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI);
-        be.matmul({{shg, n, SI, down_.w, nullptr, out, H}});
+        be.swiglu_matmul({shg, SI, 0}, {shu, SI, 0}, {shg, SI, 0}, n, SI, {shg, n, SI, down_.w, nullptr, out, H});
     }
     // D row p is pair p's: the slots are the pairs themselves
     if (int(slots_.size()) < NS) {

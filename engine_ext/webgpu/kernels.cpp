@@ -183,6 +183,7 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
     }
+    if (file.rfind("matmul", 0) == 0 && !extra.count("GLU")) extra["GLU"] = "0";
     k.pipeline = &device_.pipeline(file, entry, extra);  // (a std::map's element: stays put)
     same.push_back(std::move(k));
     return *same.back().pipeline;
@@ -197,6 +198,11 @@ Kernels::Split Kernels::row_split(uint64_t groups, uint32_t T) const {
 
 bool Kernels::head_lanes4(uint32_t rows, uint32_t T) const {
     return rows_file_ == "matmul_rows_lanes.wgsl" && rows >= kHeadRows && T >= 2 && T <= kTokenBlock;
+}
+
+bool Kernels::glu_ok(const GpuMatrix& m, uint32_t T) const {
+    return routed_glu_ok() && m.format != WeightFormat::F32 && !is_quant(m.format) && m.row_words % 4 == 0 &&
+           uint64_t(m.cols) == 2ull * m.row_words && !head_lanes4(m.rows, T);
 }
 
 uint32_t Kernels::x_vec4(uint32_t x_off, uint32_t x_stride) const {
@@ -216,12 +222,16 @@ uint32_t Kernels::stride_groups(uint64_t n) const {
 }
 
 void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off,
-                     uint32_t x_stride, uint32_t y_off, uint32_t y_stride) {
+                     uint32_t x_stride, uint32_t y_off, uint32_t y_stride, bool glu, uint32_t glu_off) {
     check(T > 0, "matmul", "no rows");
     if (!x_stride) x_stride = m.cols;
     if (!y_stride) y_stride = m.rows;
     check(x_stride >= m.cols && y_stride >= m.rows, "matmul", "row stride below the row length");
     need(x, x_off + uint64_t(T - 1) * x_stride + m.cols, "matmul", "x");
+    if (glu) {
+        check(glu_ok(m, T), "matmul", "a folded SwiGLU needs f16/bf16 vec4 rows under the lanes loop");
+        need(x, uint64_t(x_off) + glu_off + uint64_t(T - 1) * x_stride + m.cols, "matmul", "x (SwiGLU up)");
+    }
     need(y, y_off + uint64_t(T - 1) * y_stride + m.rows, "matmul", "y");
     if (is_quant(m.format)) {
         BufferPtr xq = device_.create_buffer(quant_act_words(m.format, T, m.cols) * 4, "quantized x");
@@ -233,6 +243,7 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
     bool v4 = half && m.row_words % 4 == 0 && uint64_t(m.cols) == 2ull * m.row_words;
     const char* entry = !half ? "matmul_f32" : v4 ? "matmul_half_v4" : "matmul_half";
     ShaderDefines defs = {{"TB", std::to_string(kTokenBlock)}, {"BF16", m.format == WeightFormat::BF16 ? "1" : "0"}};
+    if (glu) defs["GLU"] = "1";
     // the output head at T = 2..8 under the lanes loop: lanes4, the same bits with x read once per
     // 4 weight rows
     uint32_t rb = rb_;
@@ -251,15 +262,17 @@ void Kernels::matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& 
         uint32_t gx = uint32_t(std::min<uint64_t>(wgs, max_groups));
         uint32_t gy = uint32_t((wgs + gx - 1) / gx);
         struct {
-            uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4, slices, t_per;
-        } p{T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off, x_vec4(x_off, x_stride),
-            sp.slices, sp.t_per};
+            uint32_t T, K, N, row_words, x_stride, y_stride, col0, groups_x, x_off, y_off, x_vec4, slices, t_per,
+                glu_off;
+        } p{T, m.cols, c.rows, m.row_words, x_stride, y_stride, c.row0, gx, x_off, y_off,
+            glu && glu_off % 4 ? 0u : x_vec4(x_off, x_stride), sp.slices, sp.t_per, glu ? glu_off : 0u};
         if (v4)
             r.dispatch(pl, &p, sizeof p, with_x4({x, nullptr, y, c.ref()}, x), gx, gy);
         else
             r.dispatch(pl, &p, sizeof p, {x, c.ref(), y}, gx, gy);
         if (r.profiling())
-            r.annotate(std::string(entry) + (rb != rb_ ? " lanes4 " : " ") + std::to_string(m.rows) + "x" +
+            r.annotate(std::string(entry) + (glu ? " swiglu" : "") + (rb != rb_ ? " lanes4 " : " ") +
+                           std::to_string(m.rows) + "x" +
                            std::to_string(m.cols) + " T" + std::to_string(T) +
                            (sp.slices > 1 ? " split " + std::to_string(sp.slices) : ""),
                        c.bytes);
@@ -433,12 +446,18 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
         uint32_t y_off2, x_vec4, pad[2];
     } p{a.K, a.row_words, gx, uint32_t(rows), a.rows_per_pair, a.half_rows, a.mat0, a.k,
         a.x_off, a.x_stride, a.x_per_pair, a.y_off, a.y_stride, a.ids_off, a.n_experts, ids_log ? 1u : 0u,
-        a.y_off2, x_vec4(a.x_off, a.x_stride), {0, 0}};
+        a.y_off2, a.glu && a.glu_off % 4 ? 0u : x_vec4(a.x_off, a.x_stride), {a.glu ? a.glu_off : 0u, 0}};
+    if (a.glu) {
+        check(routed_glu_ok() && a.mat0 == 2, "matmul_routed", "a folded SwiGLU is the lanes loop's down projection");
+        need(x, a.x_off + uint64_t(a.glu_off) + uint64_t(x_rows - 1) * a.x_stride + a.K, "matmul_routed",
+             "x (SwiGLU up)");
+    }
     if (ids_log) need(ids_log, a.pairs, "matmul_routed", "ids log");
     const Pipeline& pl = pipeline("matmul_gathered.wgsl", "matmul_half_v4_routed",
                                   {{"TB", std::to_string(kTokenBlock)},
                                    {"BF16", a.format == WeightFormat::BF16 ? "1" : "0"},
-                                   {"MAX_JOBS", std::to_string(kGatherJobs)}});
+                                   {"MAX_JOBS", std::to_string(kGatherJobs)},
+                                   {"GLU", a.glu ? "1" : "0"}});
     std::vector<BufRef> b = {x, nullptr, y, nullptr};
     push_weight_bindings(b, weights);
     b.push_back(ids);
@@ -447,7 +466,7 @@ void Kernels::matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const
     b = with_x4(std::move(b), x);
     r.dispatch(pl, &p, sizeof p, b, gx, uint32_t((rows + gx - 1) / gx));
     if (r.profiling())  // every pair reads its expert's rows, duplicates included
-        r.annotate(std::string("matmul_routed ") + (a.mat0 == 0 ? "gate+up" : "down") + " " +
+        r.annotate(std::string("matmul_routed ") + (a.mat0 == 0 ? "gate+up" : a.glu ? "swiglu+down" : "down") + " " +
                        std::to_string(a.pairs) + " pairs", uint64_t(a.pairs) * a.rows_per_pair * a.row_words * 4);
 }
 

@@ -62,8 +62,17 @@ public:
     // y row t at y_off + t*y_stride (0: m.rows)
     // Block formats: x is quantized into a buffer of its own first (quantize_rows), then
     // matmul_quant; the backend calls those two itself to reuse one quantized x across jobs.
+    // glu (only where glu_ok(m, T)): x is a SwiGLU's two inputs, the value at index i being
+    // silu(x[i]) * x[i + glu_off], each as the swiglu dispatch computes it (the same bits, one
+    // dispatch fewer).
     void matmul(Recorder& r, const BufRef& x, uint32_t T, const GpuMatrix& m, const BufRef& y, uint32_t x_off = 0,
-                uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0);
+                uint32_t x_stride = 0, uint32_t y_off = 0, uint32_t y_stride = 0, bool glu = false,
+                uint32_t glu_off = 0);
+    // Whether a matmul of m over T rows can fold a SwiGLU into its reads of x: f16/bf16 rows of
+    // whole vec4 words under the lanes loop (the default XLOAD), not the output head's lanes4.
+    bool glu_ok(const GpuMatrix& m, uint32_t T) const;
+    // The routed matmuls' folded SwiGLU: the lanes loop only.
+    bool routed_glu_ok() const { return rows_file_ == "matmul_rows_lanes.wgsl"; }
     // The GGUF block formats (kernels_quant.cpp, shaders/matmul_quant.wgsl): x rows (T rows of K
     // floats from x_off, x_stride apart) to the int8 blocks the CPU backend computes with for
     // weights of format f, into xq (quant_act_words(f, T, K) words); then y = xq * m^T.
@@ -125,6 +134,8 @@ public:
         uint32_t pairs, k, K, row_words;
         uint32_t rows_per_pair, half_rows, mat0;
         uint32_t x_off, x_stride, x_per_pair, y_off, y_off2, y_stride, ids_off, n_experts;
+        bool glu = false;      // (routed_glu_ok() only) x is silu(x) * (x glu_off floats on): a folded SwiGLU
+        uint32_t glu_off = 0;
     };
     void matmul_routed(Recorder& r, const BufRef& x, const BufRef& y, const BufRef& ids, const BufRef& table,
                        const std::vector<BufRef>& weights, const BufRef& ids_log, const Routed& a);

@@ -215,6 +215,10 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
                                  std::to_string(Kernels::kMaxStorageBuffers));
     const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
     fuse_ = !(fuse && std::string(fuse) == "0");
+    const char* fold = std::getenv("STRATA_WEBGPU_FOLD");
+    if (fold && *fold && std::strcmp(fold, "0") != 0 && std::strcmp(fold, "1") != 0)
+        throw std::invalid_argument(std::string("STRATA_WEBGPU_FOLD='") + fold + "': use 0 or 1 (unset: 1)");
+    fold_ = fuse_ && !(fold && std::strcmp(fold, "0") == 0);
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
     slots_ = std::make_unique<SlotPool>(*device_);
@@ -1024,6 +1028,34 @@ void WebGpuBackend::routed_swiglu(float* GU, uint64_t n, uint32_t cols, WeightFo
     args.done();
 }
 
+// The down projection with the SwiGLU folded into its reads of x (matmul GLU = 1): one dispatch
+// where swiglu + matmul are two, the same bits (each x value is computed as the swiglu kernel
+// writes it). Where g and u are not in one device array with u after g, or the matrix is not
+// f16/bf16 vec4 rows under the lanes loop (or is quantized: the swiglu then quantizes its rows
+// for the matmul), the two ops.
+void WebGpuBackend::swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) {
+    if (rows > 0 && n > 0 && fold_ && !job.bias && job.X == out.p && job.T == rows && job.ldx == out.ld &&
+        out.p == g.p && out.ld == g.ld && u.ld == g.ld && g.hs == 0 && u.hs == 0 && job.W.cols == n &&
+        job.W.rows > 0 && (job.W.format == WFormat::F16 || job.W.format == WFormat::BF16)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const GpuMatrix& m = weights(job.W);
+        const uint64_t span_x = (uint64_t(rows - 1) * g.ld + n) * 4;
+        uint64_t go = 0, uo = 0, yo = 0;
+        const Region* rg = find(g.p, span_x, go);
+        const Region* ru = find(u.p, span_x, uo);
+        const Region* ry = find(job.Y, (uint64_t(job.T - 1) * job.ldy + job.W.rows) * 4, yo);
+        if (rg && ru && ry && rg->buf == ru->buf && uo >= go && go % 4 == 0 && uo % 4 == 0 && yo % 4 == 0 &&
+            uo / 4 <= UINT32_MAX && yo / 4 <= UINT32_MAX && kernels_->glu_ok(m, uint32_t(rows))) {
+            drop_made_q_over(job.Y, size_t(job.T) * job.ldy * 4);
+            kernels_->matmul(rec_, BufRef(rg->buf), uint32_t(rows), m, BufRef(ry->buf), uint32_t(go / 4),
+                             uint32_t(g.ld), uint32_t(yo / 4), uint32_t(job.ldy), true, uint32_t((uo - go) / 4));
+            submit_early();
+            return;
+        }
+    }
+    Backend::swiglu_matmul(g, u, out, rows, n, job);
+}
+
 bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
     if (!fuse_ || a.n <= 0 || a.k <= 0 || a.n_experts <= 0) return false;
     std::lock_guard<std::mutex> lock(mutex_);
@@ -1056,11 +1088,13 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
                        uint32_t(io / 4), E};
     kernels_->matmul_routed(rec_, BufRef(rx->buf), BufRef(rg->buf), BufRef(ri->buf), BufRef(L.table), L.gu_buffers,
                             BufRef(log), gu);
-    routed_swiglu(a.GU, P * I);
-    // each pair's down projection of its own row of G
+    // each pair's down projection of its own row of G = silu(gate) * up: folded into the down
+    // kernel's reads (the same bits, one dispatch fewer), or a swiglu dispatch first
+    const bool glu = fold_ && kernels_->routed_glu_ok() && P * I <= UINT32_MAX;
+    if (!glu) routed_swiglu(a.GU, P * I);
     Kernels::Routed dn{L.format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2,
                        uint32_t(go / 4), uint32_t(I), 1, uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H),
-                       uint32_t(io / 4), E};
+                       uint32_t(io / 4), E, glu, glu ? uint32_t(P * I) : 0u};
     kernels_->matmul_routed(rec_, BufRef(rg->buf), BufRef(rd->buf), BufRef(ri->buf), BufRef(L.table), L.down_buffers,
                             BufRef(), dn);
     if (a.ids) late_reads_.push_back({log, p32, a.ids});

@@ -46,6 +46,7 @@ public:
                      float* weights) override;
     void gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) override;
     void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) override;
+    void swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) override;
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
     bool moe_experts(const MoeExpertsArgs& a) override;
@@ -212,6 +213,9 @@ private:
     std::vector<LateRead> late_reads_;
     uint64_t routed_layers_run_ = 0, streamed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
+    // STRATA_WEBGPU_FOLD=0 turns off folding an element-wise op into the kernel that reads its
+    // output (the SwiGLU into the down projections; the tests compare both). Off with FUSE=0.
+    bool fold_ = true;
     // STRATA_WEBGPU_QUANT_GATHER=0: block-format jobs over one x one dispatch each (the tests compare)
     bool quant_gather_ = true;
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
