@@ -132,6 +132,8 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
     be.embed(embed_, tokens, n, x);
     // each residual add goes with the norm that follows it (one fused op where the backend can)
     if (!blocks_.empty()) be.rmsnorm({x, H, 0}, {h, H, 0}, n, 1, H, blocks_[0].in_norm.data(), s.eps);
+    // the last residual add goes with the final norm where every row wants logits
+    const bool final_fused = logits && !last_only && !blocks_.empty();
     for (size_t b = 0; b < blocks_.size(); ++b) {
         auto& B = blocks_[b];
         B.mixer->run(h, n, p0, row0, o);
@@ -139,13 +141,15 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
         B.ffn->run(h, n, o, win);
         if (b + 1 < blocks_.size())
             be.add_rmsnorm(x, o, n, H, {h, H, 0}, blocks_[b + 1].in_norm.data(), s.eps);
+        else if (final_fused)
+            be.add_rmsnorm(x, o, n, H, {h, H, 0}, final_norm_.data(), s.eps);
         else
             be.add(x, o, xs);
     }
     if (!logits) return;
     int first = last_only ? n - 1 : 0;
     int rows = n - first;
-    be.rmsnorm({x + size_t(first) * H, H, 0}, {h, H, 0}, rows, 1, H, final_norm_.data(), s.eps);
+    if (!final_fused) be.rmsnorm({x + size_t(first) * H, H, 0}, {h, H, 0}, rows, 1, H, final_norm_.data(), s.eps);
     float* dst = last_only ? logits : logits + size_t(row0) * s.vocab;
     // the LM head is exact in every mode: a row's logits never depend on how many rows asked
     // for logits (a last-only prefill gives the full run's last row, bit for bit)

@@ -3,7 +3,9 @@
 // scores by cell in a fixed strided order, max and sum by a fixed tree, and each output dim
 // sums the cells in order, so a row depends only on its position and the cache. The sequential
 // loops issue four loads before their four sums (the same order): one thread walking a head dim
-// or the cells was a chain of memory latencies (~80 us a call on the H200's profile).
+// or the cells was a chain of memory latencies (~80 us a call on the H200's profile). With
+// `gated` each output value is multiplied by the sigmoid of its gate as the sigmoid_mul kernel
+// computes it (the same expression on the same f32 value), so the fold changes no bit.
 struct Params {
     T: u32,
     Hq: u32,
@@ -12,6 +14,7 @@ struct Params {
     pos0: u32,
     ctx: u32,     // score scratch stride (>= pos0 + T)
     scale: f32,
+    gated: u32,   // 1: out = attention * sigmoid(gate) (the output gate folded in; gate laid out as out)
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>;
@@ -19,6 +22,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(4) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> gate: array<f32>;  // (out again where not gated)
 
 const WG: u32 = {{WG}}u;
 var<workgroup> red: array<f32, WG>;
@@ -89,6 +93,11 @@ fn attention(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_i
             o = o + s4.w * v4.w;
         }
         for (; c < n; c++) { o = o + scores[sbase + c] * v_cache[c * cell + vb]; }
-        out[qbase + d] = o * inv;
+        let a = o * inv;
+        if (p.gated == 1u) {
+            out[qbase + d] = a / (1.0 + exp(-gate[qbase + d]));  // elementwise.wgsl's sigmoid_mul
+        } else {
+            out[qbase + d] = a;
+        }
     }
 }

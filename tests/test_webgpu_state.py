@@ -328,16 +328,20 @@ def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
     assert not any(" T1 split " in k for k in labels)
 
 
-def test_folded_swiglu_changes_no_bit(bf16_model, monkeypatch):
+def test_folded_swiglu_and_gate_change_no_bit(bf16_model, monkeypatch):
     # the SwiGLU folded into the down projections that read it (the routed experts' and the shared
-    # expert's: each x value computed in the matmul as the swiglu kernel writes it) gives the
-    # logits of STRATA_WEBGPU_FOLD=0 bit for bit, with no swiglu dispatch left and 2 fewer
-    # dispatches per MoE layer (this model has no dense FFN layer)
+    # expert's: each x value computed in the matmul as the swiglu kernel writes it) and the
+    # attention output gate into the attention kernel give the logits of STRATA_WEBGPU_FOLD=0 bit
+    # for bit, with no swiglu or sigmoid_mul dispatch left: 2 fewer dispatches per MoE layer and
+    # 1 per gated attention layer (this model has no dense FFN layer)
     import json
     import os
 
     with open(os.path.join(bf16_model, "config.json")) as f:
-        moe_layers = json.load(f)["num_hidden_layers"]  # every layer of this model is MoE
+        cfg = json.load(f)
+    moe_layers = cfg["num_hidden_layers"]  # every layer of this model is MoE
+    attention_layers = cfg["layer_types"].count("full_attention")
+    assert attention_layers > 0
     folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"),
                               gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "0"))
     start = folded.backend_counters()
@@ -345,11 +349,12 @@ def test_folded_swiglu_changes_no_bit(bf16_model, monkeypatch):
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
         np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
         saved = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
-        assert saved[1] - saved[0] == 2 * moe_layers, f"window {window}"
+        assert saved[1] - saved[0] == 2 * moe_layers + attention_layers, f"window {window}"
         folded.commit(keep)
         apart.commit(keep)
     counters = folded.backend_counters()
-    assert counters.get("gpu_n:swiglu", 0) == start.get("gpu_n:swiglu", 0)  # (the prefill: host-grouped)
+    for op in ("swiglu", "sigmoid_mul"):  # (the prefill ran some: its MoE layers group rows on the host)
+        assert counters.get("gpu_n:" + op, 0) == start.get("gpu_n:" + op, 0), op
     labels = [k[6:] for k in counters if k.startswith("gpu_n:") and counters[k] > start.get(k, 0)]
     assert any(k.startswith("matmul_routed swiglu+down ") for k in labels)
     assert any(k.startswith("matmul_half_v4 swiglu ") for k in labels)

@@ -617,7 +617,7 @@ void Kernels::kv_write(Recorder& r, const BufRef& k, const BufRef& v, const BufR
 
 void Kernels::attention(Recorder& r, const BufRef& q, const BufRef& k_cache, const BufRef& v_cache,
                         const BufRef& scores, const BufRef& out, uint32_t T, uint32_t Hq, uint32_t Hk,
-                        uint32_t D, uint32_t pos0, float scale) {
+                        uint32_t D, uint32_t pos0, float scale, const BufRef& gate) {
     check(Hk > 0 && Hq % Hk == 0, "attention", "query heads must be a multiple of kv heads");
     uint32_t ctx = pos0 + T;
     need(q, uint64_t(T) * Hq * D, "attention", "q");
@@ -625,8 +625,11 @@ void Kernels::attention(Recorder& r, const BufRef& q, const BufRef& k_cache, con
     need(v_cache, uint64_t(ctx) * Hk * D, "attention", "v_cache");
     need(scores, uint64_t(T) * Hq * ctx, "attention", "scores");
     need(out, uint64_t(T) * Hq * D, "attention", "out");
-    struct { uint32_t T, Hq, Hk, D, pos0, ctx; float scale; } p{T, Hq, Hk, D, pos0, ctx, scale};
-    r.dispatch(pipeline("attention.wgsl", "attention"), &p, sizeof p, {q, k_cache, v_cache, scores, out}, Hq, T);
+    if (gate) need(gate, uint64_t(T) * Hq * D, "attention", "gate");
+    struct { uint32_t T, Hq, Hk, D, pos0, ctx; float scale; uint32_t gated; } p{
+        T, Hq, Hk, D, pos0, ctx, scale, gate ? 1u : 0u};
+    r.dispatch(pipeline("attention.wgsl", "attention"), &p, sizeof p,
+               {q, k_cache, v_cache, scores, out, gate ? gate : out}, Hq, T);
 }
 
 void Kernels::gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& g,

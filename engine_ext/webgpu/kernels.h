@@ -183,10 +183,11 @@ public:
                      uint32_t T, uint32_t E, uint32_t k, bool renormalize);
     void kv_write(Recorder& r, const BufRef& k, const BufRef& v, const BufRef& k_cache,
                   const BufRef& v_cache, uint32_t T, uint32_t row, uint32_t pos0);
-    // scores: scratch of at least T * Hq * (pos0 + T) floats
+    // scores: scratch of at least T * Hq * (pos0 + T) floats; with gate (laid out as out), each
+    // output value times the sigmoid of its gate, as the sigmoid_mul kernel computes it
     void attention(Recorder& r, const BufRef& q, const BufRef& k_cache, const BufRef& v_cache,
                    const BufRef& scores, const BufRef& out, uint32_t T, uint32_t Hq, uint32_t Hk,
-                   uint32_t D, uint32_t pos0, float scale);
+                   uint32_t D, uint32_t pos0, float scale, const BufRef& gate = BufRef());
     void gdn_window(Recorder& r, const BufRef& q, const BufRef& k, const BufRef& v, const BufRef& g,
                     const BufRef& beta, const BufRef& state, const BufRef& out, uint32_t T,
                     uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv, uint32_t commit_rows, float scale);

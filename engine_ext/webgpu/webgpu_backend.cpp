@@ -764,7 +764,10 @@ void WebGpuBackend::attention(const AttentionArgs& p) {
     BufRef bv = a.in(span(p.v_cells, nc), "v cells");
     BufRef bg = p.gate ? a.in(span(p.gate, nq), "gate") : BufRef();
     BufferPtr scores = temp(uint64_t(n) * nh * cells * 4);
-    if (p.gate) {
+    if (p.gate && fold_) {  // the output gate folded into the attention kernel: the same bits
+        BufRef out = a.out(span(p.out, nq), "gated out");
+        kernels_->attention(rec_, bq, bk, bv, scores, out, n, nh, nkv, hd, p0, p.scale, bg);
+    } else if (p.gate) {
         BufferPtr raw = temp(nq * 4);
         kernels_->attention(rec_, bq, bk, bv, scores, raw, n, nh, nkv, hd, p0, p.scale);
         BufRef out = a.out(span(p.out, nq), "gated out");
