@@ -223,6 +223,23 @@ public:
         add(x, y, size_t(rows) * dim);
         rmsnorm({x, dim, 0}, out, rows, 1, dim, w, eps);
     }
+    // A residual add and the norm after it, as add_rmsnorm(x, y, rows, dim, out, w, eps) does them
+    // (y the op's output, rows and dim its shape).
+    struct AddNorm {
+        float* x;
+        RowsF out;
+        const float* w;
+        float eps;
+    };
+    // moe_combine(D, slot, w, n, k, H, shared, shared_gate, out), then add_rmsnorm(then.x, out, n,
+    // H, then.out, then.w, then.eps). A backend may fuse them and leave out unwritten; then.x and
+    // then.out equal the two ops'.
+    virtual void moe_combine_add_rmsnorm(const float* D, const int* slot, const float* w, int n, int k, int H,
+                                         const float* shared, const float* shared_gate, float* out,
+                                         const AddNorm& then) {
+        moe_combine(D, slot, w, n, k, H, shared, shared_gate, out);
+        add_rmsnorm(then.x, out, n, H, then.out, then.w, then.eps);
+    }
     // dst vector (r, h) = src vector (r, h), rows x heads vectors of `dim` (no overlap).
     virtual void copy(RowsC src, RowsF dst, int rows, int heads, int dim) = 0;
     // Several copies (no destination overlaps any source); a backend may run them together.

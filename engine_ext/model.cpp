@@ -138,11 +138,15 @@ void Engine::forward_pass(const int32_t* tokens, int n, int64_t p0, int row0, fl
         auto& B = blocks_[b];
         B.mixer->run(h, n, p0, row0, o);
         be.add_rmsnorm(x, o, n, H, {h, H, 0}, B.post_norm.data(), s.eps);
-        B.ffn->run(h, n, o, win);
-        if (b + 1 < blocks_.size())
-            be.add_rmsnorm(x, o, n, H, {h, H, 0}, blocks_[b + 1].in_norm.data(), s.eps);
-        else if (final_fused)
-            be.add_rmsnorm(x, o, n, H, {h, H, 0}, final_norm_.data(), s.eps);
+        // the next norm: the next block's, or the final one (final_fused); the block may do the
+        // add and norm itself (a MoE block's combine, fused where the backend can)
+        const float* next_w = b + 1 < blocks_.size() ? blocks_[b + 1].in_norm.data()
+                              : final_fused          ? final_norm_.data()
+                                                     : nullptr;
+        const Backend::AddNorm then{x, {h, H, 0}, next_w, s.eps};
+        if (B.ffn->run(h, n, o, win, next_w ? &then : nullptr)) continue;
+        if (next_w)
+            be.add_rmsnorm(x, o, n, H, {h, H, 0}, next_w, s.eps);
         else
             be.add(x, o, xs);
     }

@@ -1,5 +1,6 @@
 // MoE combine: out[t] = sum_j w[t][j] * D[slot[t][j]] in the row's rank order, then, with a
-// shared expert, + sigmoid(shared_gate[t]) * shared[t]. One thread per output value.
+// shared expert, + sigmoid(shared_gate[t]) * shared[t] (moe_combine_value.wgsl). One thread per
+// output value.
 struct Params {
     T: u32,
     k: u32,
@@ -16,18 +17,17 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 
+fn cv_weight(i: u32) -> f32 { return w[i]; }
+fn cv_slot(i: u32) -> u32 { return slot[i]; }
+fn cv_expert(s: u32, c: u32) -> f32 { return D[s * p.H + c]; }
+fn cv_shared_gate(t: u32) -> f32 { return shared_gate[t]; }
+fn cv_shared(t: u32, c: u32) -> f32 { return shared_out[t * p.H + c]; }
+
+{{include moe_combine_value.wgsl}}
+
 @compute @workgroup_size({{WG}})
 fn moe_combine(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
     for (var i = gid.x; i < p.T * p.H; i += ng.x * WG) {
-        let t = i / p.H;
-        let c = i % p.H;
-        var acc = 0.0;
-        for (var j = 0u; j < p.k; j++) {
-            acc = acc + w[t * p.k + j] * D[slot[t * p.k + j] * p.H + c];
-        }
-        if (p.has_shared != 0u) {
-            acc = acc + (1.0 / (1.0 + exp(-shared_gate[t]))) * shared_out[i];
-        }
-        out[i] = acc;
+        out[i] = combine_value(i / p.H, i % p.H, p.k, p.has_shared);
     }
 }

@@ -16,6 +16,8 @@ struct Params {
     x_off: u32,  // rmsnorm: row r = (token r / heads, head r % heads) of x at x_off + t * x_ld + h * x_hs
     x_ld: u32,
     x_hs: u32,
+    k: u32,           // moe_norm.wgsl: the combine's ranks per row
+    has_shared: u32,  // moe_norm.wgsl: 1 with a shared expert
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;

@@ -73,11 +73,34 @@ bool FfnBlock::run_routed(Backend::MoeExpertsArgs a, const float* wts, float* ou
         slots_.resize(size_t(NS));
         for (int i = 0; i < NS; ++i) slots_[size_t(i)] = i;
     }
-    be.moe_combine(a.D, slots_.data(), wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
+    combine(a.D, slots_.data(), wts, n, out, sg);
     return true;
 }
 
-void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
+void FfnBlock::combine(const float* D, const int* slot, const float* wts, int n, float* out, const float* sg) {
+    const ModelSpec& s = env_.spec;
+    const float* shared = has_shared_ ? out : nullptr;
+    const float* shared_gate = has_shared_ ? sg : nullptr;
+    if (then_) {
+        env_.be.moe_combine_add_rmsnorm(D, slot, wts, n, s.top_k, s.hidden, shared, shared_gate, out, *then_);
+        then_done_ = true;
+    } else {
+        env_.be.moe_combine(D, slot, wts, n, s.top_k, s.hidden, shared, shared_gate, out);
+    }
+}
+
+bool FfnBlock::run(const float* h, int n, float* out, MoeWindow& win, const Backend::AddNorm* then) {
+    struct Reset {  // then_ lives for this call only, even on an exception
+        FfnBlock& b;
+        ~Reset() { b.then_ = nullptr; }
+    } reset{*this};
+    then_ = then;
+    then_done_ = false;
+    run_block(h, n, out, win);
+    return then_done_;
+}
+
+void FfnBlock::run_block(const float* h, int n, float* out, MoeWindow& win) {
     if (!moe()) return dense(h, n, out);
     const ModelSpec& s = env_.spec;
     Backend& be = env_.be;
@@ -218,7 +241,7 @@ void FfnBlock::run(const float* h, int n, float* out, MoeWindow& win) {
         throw;
     }
     store.release_layer(li);
-    be.moe_combine(D, slot_of, wts, n, k, H, has_shared_ ? out : nullptr, has_shared_ ? sg : nullptr, out);
+    combine(D, slot_of, wts, n, out, sg);
 }
 
 }  // namespace strata

@@ -35,9 +35,16 @@ public:
     bool moe() const { return moe_index_ >= 0; }
     // Stored bytes of the non-expert weights every run reads (router, shared expert, dense MLP).
     size_t dense_weight_bytes() const;
-    void run(const float* h, int n, float* out, MoeWindow& win);
+    // out = the block of h. With `then`, the block may also do the residual add and norm that
+    // follow it (Backend::moe_combine_add_rmsnorm): true when it did, then out is unspecified.
+    bool run(const float* h, int n, float* out, MoeWindow& win, const Backend::AddNorm* then = nullptr);
 
 private:
+    void run_block(const float* h, int n, float* out, MoeWindow& win);
+    // moe_combine into out, with the add and norm of then_ where there is one
+    void combine(const float* D, const int* slot, const float* wts, int n, float* out, const float* sg);
+    const Backend::AddNorm* then_ = nullptr;  // run's `then`, for the one call
+    bool then_done_ = false;
     void dense(const float* h, int n, float* out);
     // The routed experts through Backend::moe_experts (every expert resident); false: the host path.
     bool run_on_device(const float* h, int n, const int* idx, const float* wts, float* out, const float* sg,

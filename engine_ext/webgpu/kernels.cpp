@@ -736,4 +736,31 @@ void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const B
                {D, slot, w, shared ? shared : D, shared ? shared_gate : w, out}, stride_groups(uint64_t(T) * H));
 }
 
+void Kernels::moe_combine_add_rmsnorm(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot,
+                                      const BufRef& w, uint32_t T, uint32_t k, uint32_t H, const BufRef& shared,
+                                      const BufRef& shared_gate, const BufRef& x, const BufRef& nw, const BufRef& y,
+                                      float eps) {
+    const char* op = "moe_combine_add_rmsnorm";
+    need(D, uint64_t(d_rows) * H, op, "D");
+    need(slot, uint64_t(T) * k, op, "slot");
+    need(w, uint64_t(T) * k, op, "w");
+    need(x, uint64_t(T) * H, op, "x");
+    need(nw, H, op, "norm weight");
+    need(y, uint64_t(T) * H, op, "y");
+    if (shared) {
+        need(shared, uint64_t(T) * H, op, "shared");
+        need(shared_gate, T, op, "shared_gate");
+    }
+    uint32_t gx = std::min(T, device_.limits().max_workgroups_per_dimension);
+    // norm.wgsl's Params: rows, D, eps, weight offset, groups_x, (9 fields unused here), k, has_shared
+    struct {
+        uint32_t rows, D;
+        float eps, off;
+        uint32_t gx, unused[9], k, has_shared;
+    } p{T, H, eps, 0.0f, gx, {}, k, shared ? 1u : 0u};
+    static_assert(sizeof p == 16 * 4, "norm.wgsl's Params up to has_shared");
+    r.dispatch(pipeline("moe_norm.wgsl", op), &p, sizeof p,
+               {x, nw, y, nullptr, D, slot, w, shared ? shared : D, shared ? shared_gate : w}, gx, (T + gx - 1) / gx);
+}
+
 }  // namespace strata::webgpu

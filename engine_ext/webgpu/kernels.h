@@ -204,6 +204,12 @@ public:
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
                      const BufRef& out);
+    // moe_combine (without writing its output), then add_rmsnorm: x[t] += combine(t), y[t] =
+    // rmsnorm(x[t]) * nw, each value as those two kernels compute it (shaders/moe_norm.wgsl)
+    void moe_combine_add_rmsnorm(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot,
+                                 const BufRef& w, uint32_t T, uint32_t k, uint32_t H, const BufRef& shared,
+                                 const BufRef& shared_gate, const BufRef& x, const BufRef& nw, const BufRef& y,
+                                 float eps);
     // hist: [Kc-1][C], oldest first; x row t at x_off + t * ldx (0: C); x_rows (optional): the
     // T input rows again, packed
     void causal_conv(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& hist,

@@ -266,14 +266,20 @@ bool WebGpuBackend::folds(WeightFormat f) const {
     return quant_fold_ == FoldMode::All || (quant_fold_ == FoldMode::KQuants && quant_layout(f).block_elems == 256);
 }
 
-BufferPtr WebGpuBackend::producing(const void* producer, const float* out, int rows, int ld, int cols) {
-    made_q_ = {out, rows, ld, cols, WeightFormat::F32, nullptr, submits_, producer};
+const WebGpuBackend::QuantHint* WebGpuBackend::fold_hint(const void* producer, int ld, int cols) const {
     if (!fuse_ || quant_fold_ == FoldMode::Off) return nullptr;
     auto it = hints_.find(producer);
     if (it == hints_.end() || it->second.ldx != ld || it->second.cols != cols || !folds(it->second.format) ||
         cols % int(quant_layout(it->second.format).block_elems))
         return nullptr;
-    made_q_.format = it->second.format;
+    return &it->second;
+}
+
+BufferPtr WebGpuBackend::producing(const void* producer, const float* out, int rows, int ld, int cols) {
+    made_q_ = {out, rows, ld, cols, WeightFormat::F32, nullptr, submits_, producer};
+    const QuantHint* h = fold_hint(producer, ld, cols);
+    if (!h) return nullptr;
+    made_q_.format = h->format;
     made_q_.xq = temp(quant_act_words(made_q_.format, uint32_t(rows), uint32_t(cols)) * 4);
     return made_q_.xq;
 }
@@ -905,6 +911,39 @@ void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w,
     BufRef bsg = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
     BufRef y = a.out(span(out, ny), "moe out");
     kernels_->moe_combine(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H), bsh, bsg, y);
+    a.done();
+}
+
+// The combine, the residual add and the next norm in one dispatch (moe_norm.wgsl), each value as
+// moe_combine then add_rmsnorm compute it; out (the combine's output) is left unwritten. Where
+// the norm quantizes its rows for the next matmul (a block-format file), the two ops.
+void WebGpuBackend::moe_combine_add_rmsnorm(const float* D, const int* slot, const float* w, int n, int k, int H,
+                                            const float* shared, const float* shared_gate, float* out,
+                                            const AddNorm& then) {
+    if (n <= 0) return;
+    if (!fold_ || then.out.hs != 0 || fold_hint(then.w, int(then.out.ld), H))
+        return Backend::moe_combine_add_rmsnorm(D, slot, w, n, k, H, shared, shared_gate, out, then);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t nk = uint64_t(n) * k, ny = uint64_t(n) * H;
+    std::vector<uint32_t> u(nk);
+    int max_slot = 0;
+    for (size_t i = 0; i < nk; ++i) {
+        if (slot[i] < 0) throw std::out_of_range("moe_combine: negative slot");
+        u[i] = uint32_t(slot[i]);
+        max_slot = std::max(max_slot, slot[i]);
+    }
+    OpArgs a(*this);
+    BufRef bD = a.in(span(D, uint64_t(max_slot + 1) * H), "expert outputs");
+    BufRef bs = a.in_u32(u.data(), u.size());
+    BufRef bw = a.in(span(w, nk), "expert weights");
+    BufRef bsh = shared ? a.in(span(shared, ny), "shared") : BufRef();
+    BufRef bsg = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
+    BufRef bnw = a.in(span(then.w, H), "norm weight");
+    BufRef bx = a.inout(span(then.x, ny), "x");
+    BufRef bh = a.out(View{then.out.p, n, then.out.ld, 1, 0, H}, "y");
+    producing(then.w, then.out.p, n, int(then.out.ld), H);  // (null: fold_hint said so) made_q_ as add_rmsnorm sets it
+    kernels_->moe_combine_add_rmsnorm(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H),
+                                      bsh, bsg, bx, bnw, bh, then.eps);
     a.done();
 }
 

@@ -49,6 +49,9 @@ public:
     void swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) override;
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
+    void moe_combine_add_rmsnorm(const float* D, const int* slot, const float* w, int n, int k, int H,
+                                 const float* shared, const float* shared_gate, float* out,
+                                 const AddNorm& then) override;
     bool moe_experts(const MoeExpertsArgs& a) override;
     // A streamed expert's read landed (IO thread): its slot's device copy is written now; a
     // temporary slot's memory was freed: its device copy goes back to the arenas.
@@ -168,6 +171,8 @@ private:
     void hint(const float* X, int ldx, int cols, WeightFormat f);
     // a producer op about to write rows of `cols` floats at out: sets made_q_; returns the buffer
     // to quantize them into (for made_q_.format), or null
+    // the hint under which producing() would quantize (null: it would not)
+    const QuantHint* fold_hint(const void* producer, int ld, int cols) const;
     BufferPtr producing(const void* producer, const float* out, int rows, int ld, int cols);
     void drop_made_q_over(const void* p, size_t bytes);  // drop made_q_ if [p, p + bytes) overlaps its rows
     // STRATA_WEBGPU_QUANT_FOLD=1: producers quantize the rows they write (made_q_); otherwise a
