@@ -165,6 +165,13 @@ public:
     virtual void matmul(const std::vector<MatJob>& jobs) = 0;
     // Rotate-half rotary of rows at positions p0 + r (first 2*half lanes of each head).
     virtual void rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) = 0;
+    // rmsnorm(x, out, rows, heads, dim, w, eps), then rotary(out, rows, heads, p0, inv_freq, half)
+    // (attention's q and k). A backend may fuse them; out equals the two ops'.
+    virtual void rmsnorm_rotary(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps,
+                                int64_t p0, const float* inv_freq, int half) {
+        rmsnorm(x, out, rows, heads, dim, w, eps);
+        rotary(out, rows, heads, p0, inv_freq, half);
+    }
     virtual void attention(const AttentionArgs& a) = 0;
     virtual void causal_conv(const ConvArgs& a) = 0;
     virtual void gdn_inputs(const GdnInputsArgs& a) = 0;

@@ -18,6 +18,7 @@ struct Params {
     x_hs: u32,
     k: u32,           // moe_norm.wgsl: the combine's ranks per row
     has_shared: u32,  // moe_norm.wgsl: 1 with a shared expert
+    rot_half: u32,    // norm_rotary.wgsl: rotated lanes / 2
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;

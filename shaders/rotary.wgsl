@@ -13,6 +13,8 @@ struct Params {
 
 const WG: u32 = {{WG}}u;
 
+{{include rotary_pair.wgsl}}
+
 @compute @workgroup_size({{WG}})
 fn rotary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
     let total = p.rows * p.half;
@@ -23,9 +25,8 @@ fn rotary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
         let c = cs[t * 2u * p.half + i];
         let s = cs[t * 2u * p.half + p.half + i];
         let base = row * p.D;
-        let a = x[base + i];
-        let b = x[base + i + p.half];
-        x[base + i] = a * c - b * s;
-        x[base + i + p.half] = b * c + a * s;
+        let r = rotate_pair(x[base + i], x[base + i + p.half], c, s);
+        x[base + i] = r.x;
+        x[base + i + p.half] = r.y;
     }
 }

@@ -331,10 +331,10 @@ def test_window_row_split_changes_no_bit(bf16_model, monkeypatch):
 def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
     # the SwiGLU folded into the down projections that read it (the routed experts' and the shared
     # expert's: each x value computed in the matmul as the swiglu kernel writes it), the attention
-    # output gate into the attention kernel and the MoE combine into the residual add and next
-    # norm give the logits of STRATA_WEBGPU_FOLD=0 bit for bit, with no swiglu, sigmoid_mul or
-    # moe_combine dispatch left: 3 fewer dispatches per MoE layer and 1 per gated attention layer
-    # (this model has no dense FFN layer)
+    # output gate into the attention kernel, the MoE combine into the residual add and next norm
+    # and the q and k rotary into their norms give the logits of STRATA_WEBGPU_FOLD=0 bit for bit,
+    # with no swiglu, sigmoid_mul, moe_combine or rotary dispatch left: 3 fewer dispatches per MoE
+    # layer and 3 per gated attention layer (this model has no dense FFN layer)
     import json
     import os
 
@@ -350,29 +350,29 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
         np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
         saved = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
-        assert saved[1] - saved[0] == 3 * moe_layers + attention_layers, f"window {window}"
+        assert saved[1] - saved[0] == 3 * moe_layers + 3 * attention_layers, f"window {window}"
         folded.commit(keep)
         apart.commit(keep)
     counters = folded.backend_counters()
-    for op in ("swiglu", "sigmoid_mul", "moe_combine"):  # (the prefill ran some: host-grouped MoE layers)
+    for op in ("swiglu", "sigmoid_mul", "moe_combine", "rotary"):  # (the prefill ran some: host-grouped MoE layers)
         assert counters.get("gpu_n:" + op, 0) == start.get("gpu_n:" + op, 0), op
     labels = [k[6:] for k in counters if k.startswith("gpu_n:") and counters[k] > start.get(k, 0)]
     assert any(k.startswith("matmul_routed swiglu+down ") for k in labels)
     assert any(k.startswith("matmul_half_v4 swiglu ") for k in labels)
-    assert "moe_combine_add_rmsnorm" in labels
+    assert "moe_combine_add_rmsnorm" in labels and "rmsnorm_rotary" in labels
 
 
 def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):
     # a dense FFN layer (qwen3_moe's mlp_only_layers): the same fold of its SwiGLU into the down
     # projection, the same logits, one dispatch fewer per window (and two per MoE layer: the
-    # routed SwiGLU, the combine)
+    # routed SwiGLU, the combine; two per attention layer: the q and k rotary)
     path = write_random_model(tmp_path / "dense", "qwen3_moe", seed=7, dtype="bfloat16", mlp_only_layers=[0])
     folded, apart = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FOLD", "0"))
     for window, keep in WINDOWS:
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
         np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
         n = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
-        assert n[1] - n[0] == 1 + 2 * 3, f"window {window}"  # the dense layer and the 3 MoE layers
+        assert n[1] - n[0] == 1 + 2 * 3 + 2 * 4, f"window {window}"  # the dense layer, 3 MoE layers, 4 attention
         folded.commit(keep)
         apart.commit(keep)
 

@@ -50,12 +50,10 @@ void AttentionLayer::run(const float* h, int n, int64_t p0, int /*row0*/, float*
     const int qstride = s.attn_gated ? 2 * hd : hd;  // gated q_proj: [q_h | gate_h] per head
     float* Q = sc.alloc<float>(size_t(n) * nh * hd);
     float* G = s.attn_gated ? sc.alloc<float>(size_t(n) * nh * hd) : nullptr;
-    be.rmsnorm({P, W, qstride}, {Q, nh * hd, hd}, n, nh, hd, qn_.data(), s.eps);
-    be.rotary({Q, nh * hd, hd}, n, nh, p0, inv_freq_.data(), half);
+    be.rmsnorm_rotary({P, W, qstride}, {Q, nh * hd, hd}, n, nh, hd, qn_.data(), s.eps, p0, inv_freq_.data(), half);
     if (G) be.copy({P + hd, W, 2 * hd}, {G, nh * hd, hd}, n, nh, hd);
     float* kc = kc_.data() + size_t(p0) * kw;
-    be.rmsnorm({P + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps);
-    be.rotary({kc, kw, hd}, n, nkv, p0, inv_freq_.data(), half);
+    be.rmsnorm_rotary({P + qw, W, hd}, {kc, kw, hd}, n, nkv, hd, kn_.data(), s.eps, p0, inv_freq_.data(), half);
     be.copy({P + qw + kw, W, 0}, {vc_.data() + size_t(p0) * kw, kw, 0}, n, 1, kw);
     float* O = sc.alloc<float>(size_t(n) * nh * hd);
     AttentionArgs a;

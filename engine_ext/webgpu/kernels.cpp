@@ -563,6 +563,27 @@ void Kernels::rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32
     r.dispatch(pipeline("rotary.wgsl", "rotary"), &p, sizeof p, {x, cos_sin}, stride_groups(uint64_t(T) * heads * p.half));
 }
 
+void Kernels::rmsnorm_rotary(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, const BufRef& cos_sin,
+                             uint32_t T, uint32_t heads, uint32_t D, float eps, uint32_t x_off, uint32_t x_ld,
+                             uint32_t x_hs, uint32_t rot_dim) {
+    check(rot_dim % 2 == 0 && rot_dim <= D && rot_dim > 0, "rmsnorm_rotary", "rot_dim must be even, within the head dim");
+    const uint32_t rows = T * heads;
+    need_heads(x, rows, heads, D, x_off, x_ld, x_hs, "rmsnorm_rotary", "x");
+    need(w, D, "rmsnorm_rotary", "weight");
+    need(y, uint64_t(rows) * D, "rmsnorm_rotary", "y");
+    need(cos_sin, uint64_t(T) * rot_dim, "rmsnorm_rotary", "cos_sin");
+    uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
+    // norm.wgsl's Params up to rot_half
+    struct {
+        uint32_t rows, D;
+        float eps, off;
+        uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs, x_off, x_ld, x_hs, k, has_shared, rot_half;
+    } p{rows, D, eps, 0.0f, gx, 0, 0, heads, 0, 0, 0, x_off, x_ld, x_hs, 0, 0, rot_dim / 2};
+    static_assert(sizeof p == 17 * 4, "norm.wgsl's Params up to rot_half");
+    r.dispatch(pipeline("norm_rotary.wgsl", "rmsnorm_rotary"), &p, sizeof p, {x, w, y, nullptr, cos_sin}, gx,
+               (rows + gx - 1) / gx);
+}
+
 void Kernels::embedding(Recorder& r, const BufRef& ids, uint32_t T, const GpuMatrix& table, const BufRef& y) {
     need(ids, T, "embedding", "ids");
     need(y, uint64_t(T) * table.cols, "embedding", "y");

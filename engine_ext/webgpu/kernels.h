@@ -171,6 +171,11 @@ public:
     // x [T][heads][D] in place; cos_sin [T][2][rot_dim/2]
     void rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
                 uint32_t D, uint32_t rot_dim);
+    // rmsnorm (rows = T * heads, x where it lies), then rotary on the packed y (T rows of heads x
+    // D), each value as those two kernels compute it (shaders/norm_rotary.wgsl)
+    void rmsnorm_rotary(Recorder& r, const BufRef& x, const BufRef& w, const BufRef& y, const BufRef& cos_sin,
+                        uint32_t T, uint32_t heads, uint32_t D, float eps, uint32_t x_off, uint32_t x_ld,
+                        uint32_t x_hs, uint32_t rot_dim);
     void embedding(Recorder& r, const BufRef& ids, uint32_t T, const GpuMatrix& table, const BufRef& y);
     // op: add, add_scaled, scale, silu, swiglu, sigmoid_mul, bias_add (b of bias_len floats,
     // repeated over the rows of a); b unused by scale and silu

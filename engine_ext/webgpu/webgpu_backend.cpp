@@ -736,11 +736,10 @@ void WebGpuBackend::matmul(const std::vector<MatJob>& jobs) {
     emit();
 }
 
-void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) {
-    if (rows <= 0 || heads <= 0 || half <= 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    // cos/sin per row on the host, with the same f32 angles as the CPU backend: GPU sin/cos of
-    // large angles are too coarse, and one table serves every head.
+namespace {
+// cos/sin per row on the host, with the same f32 angles as the CPU backend: GPU sin/cos of
+// large angles are too coarse, and one table serves every head.
+std::vector<float> rotary_table(int rows, int64_t p0, const float* inv_freq, int half) {
     std::vector<float> cs(size_t(rows) * 2 * half);
     for (int t = 0; t < rows; ++t)
         for (int i = 0; i < half; ++i) {
@@ -748,6 +747,36 @@ void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float
             cs[size_t(t) * 2 * half + i] = std::cos(f);
             cs[size_t(t) * 2 * half + half + i] = std::sin(f);
         }
+    return cs;
+}
+}  // namespace
+
+// The q or k norm and its rotary in one dispatch (norm_rotary.wgsl: one workgroup per (row,
+// head) norms the head, then rotates it), each value as rmsnorm then rotary compute it. Where
+// the output is not packed heads, the two ops.
+void WebGpuBackend::rmsnorm_rotary(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps,
+                                   int64_t p0, const float* inv_freq, int half) {
+    if (rows <= 0 || heads <= 0 || dim <= 0 || half <= 0 || !fold_ || 2 * half > dim ||
+        int64_t(out.ld) != int64_t(heads) * dim || (heads > 1 && out.hs != dim))
+        return Backend::rmsnorm_rotary(x, out, rows, heads, dim, w, eps, p0, inv_freq, half);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<float> cs = rotary_table(rows, p0, inv_freq, half);
+    OpArgs a(*this);
+    BufRef bcs = a.in(span(cs.data(), cs.size()), "cos/sin");
+    const View vx{x.p, rows, x.ld, heads, x.hs, dim};
+    BufRef bw = a.in(span(w, dim), "norm weight");
+    BufRef by = a.out(View{out.p, rows, out.ld, heads, out.hs, dim}, "y");
+    uint32_t x_off = 0;
+    BufRef bx = a.in_whole(x.p, vx.extent(), x_off, "x");
+    kernels_->rmsnorm_rotary(rec_, bx, bw, by, bcs, uint32_t(rows), uint32_t(heads), uint32_t(dim), eps, x_off,
+                             uint32_t(x.ld), uint32_t(x.hs), uint32_t(2 * half));
+    a.done();
+}
+
+void WebGpuBackend::rotary(RowsF x, int rows, int heads, int64_t p0, const float* inv_freq, int half) {
+    if (rows <= 0 || heads <= 0 || half <= 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<float> cs = rotary_table(rows, p0, inv_freq, half);
     OpArgs a(*this);
     BufRef bcs = a.in(span(cs.data(), cs.size()), "cos/sin");
     // whole heads where they lie side by side (the kernel leaves the lanes past 2*half alone):

@@ -46,6 +46,8 @@ public:
                      float* weights) override;
     void gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) override;
     void swiglu(RowsC g, RowsC u, RowsF out, int rows, int n) override;
+    void rmsnorm_rotary(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps, int64_t p0,
+                        const float* inv_freq, int half) override;
     void swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) override;
     void moe_combine(const float* D, const int* slot, const float* w, int n, int k, int H, const float* shared,
                      const float* shared_gate, float* out) override;
