@@ -103,7 +103,9 @@ def run_app(app, argv: list[str] | None = None) -> None:
         if ctx is not None:
             hint = f" (see `{ctx.command_path} --help`)"
         message = exc.format_message()
-        if message:  # empty for "no args is help": the help was printed already
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `strata sessions`: its help, laid out as click shows it
+            sys.stderr.write(message.rstrip("\n") + "\n")
+        elif message:  # empty for "no args is help" in older click: the help was printed already
             error(message + hint)
         code = int(ExitCode.USAGE) if isinstance(exc, usage_exc) else int(exc.exit_code)
     except BrokenPipeError:
