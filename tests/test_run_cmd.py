@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,7 @@ def test_plain_output_and_stats_on_stderr(model_dir):
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.split()) == 5  # no tokenizer: the ids are printed
     assert "tokens in" in r.stderr and "acceptance" in r.stderr
+    assert re.search(r"; T=1 x\d+[;,]", r.stderr) and "{" not in r.stderr  # windows per T, not a dict's repr
 
 
 @pytest.mark.parametrize("args, code, message", [

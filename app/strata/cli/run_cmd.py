@@ -145,7 +145,8 @@ def stats_line(s: dict, prompt_tokens: int, stop_reason: str | None) -> str:
     line = (f"{plural(s['tokens'], 'token')} in {plural(s['windows'], 'window')}, {s['tokens_per_s']:.1f} tok/s "
             f"(prefill {plural(prompt_tokens, 'token')} in {s['prefill_s'] * 1e3:.1f} ms); "
             f"acceptance {s['acceptance']:.2f}, mean keep {s['mean_keep']:.2f}, "
-            f"window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; T {s['t_hist']}")
+            f"window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; "
+            + ", ".join(f"T={t} x{n}" for t, n in sorted(s["t_hist"].items(), key=lambda kv: int(kv[0]))))
     if s["hits"] or s["cold_misses"]:  # experts stream (a pack): say how the cache did
         line += (f"; expert cache {plural(s['hits'], 'hit')}, {plural(s['cold_misses'], 'miss', 'misses')} "
                  f"(hit rate {s['hit_rate']:.0%}), {human_bytes(s['bytes_read'])} read")
