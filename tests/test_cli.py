@@ -93,6 +93,14 @@ def test_sessions_export_to_a_folder_or_a_missing_folder_names_the_path(capsys, 
     assert ".tmp" not in err
 
 
+def test_chat_headless_says_when_a_reply_was_cut_at_max_new(capsys):
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--message", "hello there", "--max-new", "3")
+    assert code == 0 and out.strip()
+    assert "strata: note: the reply stopped at --max-new 3 tokens, not at its end\n" in err
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--message", "hello there")
+    assert code == 0 and "max-new" not in err  # ended by itself
+
+
 def test_plain_strata_is_chat_reading_stdin(capsys):
     code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
     assert code == 0 and "You said: from a pipe" in out

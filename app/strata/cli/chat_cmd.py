@@ -86,6 +86,8 @@ def chat(
         turn = chat_session.turns[-1]
         if not as_json:
             sys.stdout.write("\n")
+            if turn.stop_reason == "max_new" and settings.max_new > 0:  # a cut reply reads like a finished one
+                diagnostics.note(f"the reply stopped at --max-new {settings.max_new} tokens, not at its end")
         results.append({"input": text, "output": turn.output, "stop_reason": turn.stop_reason,
                         **stream.summary()})
         diagnostics.progress(f"{plural(stream.tokens, 'token')} in {plural(stream.windows, 'window')}")
