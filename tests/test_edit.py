@@ -53,6 +53,16 @@ def test_refuses_binary_non_utf8_large_and_missing(tmp_path):
         EditSession(FakeGenerator(), tmp_path)
 
 
+def test_a_file_past_the_context_records_no_session(tmp_path):
+    # the refusal came after the session was created: every try left an empty "0 turns" session
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 2000)
+    with SessionStore(tmp_path / "s.db") as store:
+        with pytest.raises(EditError, match="context"):
+            EditSession(FakeGenerator(context_limit=1000), big, store=store)
+        assert store.list_sessions() == []
+
+
 def test_nothing_is_written_before_accept_then_atomically(src):
     gen = FakeGenerator()
     ed = EditSession(gen, src)

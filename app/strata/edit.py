@@ -255,11 +255,11 @@ class EditSession:
             self.session_id = info.id
             self.turns = store.turns(info.id)
             self._check_same_file(info.id)
-        elif store is not None:
+        self._check_fits(self.base_text)  # before a new session is recorded: a refusal leaves none
+        if store is not None and session_id is None:
             self.session_id = store.create_session("edit", model_identity(generator), self.settings,
                                                    title=title or self.path.name)
         self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
-        self._check_fits(self.base_text)
         self.prior_documents = self._feed_prior_sessions()
         self._read_file()
 
