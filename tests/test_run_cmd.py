@@ -108,3 +108,17 @@ def test_bundled_model_chat_template():
     r = strata("run", "--chat", "--prompt", "Say hello.", "--max-new", "20", "--stats")
     assert r.returncode == 0, r.stderr
     assert "stop:" in r.stderr
+
+
+def test_a_prompt_that_is_not_utf8_is_one_usage_line():
+    # from argv or stdin it reached the tokenizer: "internal error: TypeError: TextInputSequence
+    # must be str", exit 1
+    _bundled_or_skip()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = APP + os.pathsep + env.get("PYTHONPATH", "")
+    for argv, stdin, what in (([b"--prompt", b"ab\xff"], None, "the prompt is not valid UTF-8"),
+                              ([], b"def f():\xff\n", "the prompt on stdin is not valid UTF-8")):
+        r = subprocess.run([sys.executable.encode(), b"-m", b"strata", b"run", b"--max-new", b"2", *argv],
+                           input=stdin, capture_output=True, env=env, timeout=120)
+        err = r.stderr.decode("utf-8", "replace")
+        assert r.returncode == 2 and err.count("\n") == 1 and what in err, err

@@ -33,8 +33,10 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
         if not ids or min(ids) < 0:
             raise UsageError("--prompt-ids needs at least one token id, all >= 0")
         return None, ids
+    from ..textcheck import checked_text, decode_input
+
     if prompt is not None:
-        return prompt, None
+        return checked_text(prompt, "the prompt"), None  # undecodable argv bytes reached the tokenizer
     if prompt_file is not None:
         try:
             return prompt_file.read_text(encoding="utf-8"), None
@@ -42,7 +44,9 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
             raise UsageError(f"{prompt_file}: not UTF-8 text") from None
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("no prompt: give --prompt TEXT, --prompt-file F, --prompt-ids IDS or pipe text to stdin")
-    return sys.stdin.read(), None
+    if hasattr(sys.stdin, "buffer"):
+        return decode_input(sys.stdin.buffer.read(), "the prompt on stdin"), None
+    return checked_text(sys.stdin.read(), "the prompt on stdin"), None
 
 
 @app.command("run", short_help="Generate once from a prompt (no session is saved).")
