@@ -101,6 +101,15 @@ def test_chat_headless_says_when_a_reply_was_cut_at_max_new(capsys):
     assert code == 0 and "max-new" not in err  # ended by itself
 
 
+def test_chat_system_prompt_that_is_not_utf8_is_one_usage_line(capsys):
+    # Python keeps undecodable argv bytes as lone surrogates; --system reached the tokenizer
+    # (--no-save) or the store as an internal error, exit 1
+    for extra in (["--no-save"], []):
+        code, _, err = run(capsys, "chat", "-m", "fake", "--system", "be \udcff brief", "--message", "hi", *extra)
+        assert code == ExitCode.USAGE and err.count("\n") == 1 and "the system prompt is not valid UTF-8" in err, err
+    assert json.loads(run(capsys, "sessions", "list", "--json")[1]) == []
+
+
 def test_plain_strata_is_chat_reading_stdin(capsys):
     code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
     assert code == 0 and "You said: from a pipe" in out
