@@ -38,15 +38,30 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
     if prompt is not None:
         return checked_text(prompt, "the prompt"), None  # undecodable argv bytes reached the tokenizer
     if prompt_file is not None:
-        try:
-            return prompt_file.read_text(encoding="utf-8"), None
-        except UnicodeDecodeError:
-            raise UsageError(f"{prompt_file}: not UTF-8 text") from None
+        with open(prompt_file, "rb") as f:
+            data = f.read(MAX_PROMPT_BYTES + 1)
+        return decode_input(_capped(data, str(prompt_file)), str(prompt_file)), None
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("no prompt: give --prompt TEXT, --prompt-file F, --prompt-ids IDS or pipe text to stdin")
     if hasattr(sys.stdin, "buffer"):
-        return decode_input(sys.stdin.buffer.read(), "the prompt on stdin"), None
-    return checked_text(sys.stdin.read(), "the prompt on stdin"), None
+        data = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1)
+    else:  # a text stream (tests): its characters as the bytes they came from
+        data = sys.stdin.read(MAX_PROMPT_BYTES + 1).encode("utf-8", "surrogateescape")
+    return decode_input(_capped(data, "the prompt on stdin"), "the prompt on stdin"), None
+
+
+# More text than any model's context holds (a million tokens is a few MiB): reading on would only
+# fill memory (--prompt-file /dev/zero ended in a MemoryError).
+MAX_PROMPT_BYTES = 64 << 20
+
+
+def _capped(data: bytes, what: str) -> bytes:
+    if len(data) > MAX_PROMPT_BYTES:
+        from ..telemetry import human_bytes
+
+        raise UsageError(f"{what}: larger than {human_bytes(MAX_PROMPT_BYTES)}, more text than any model's "
+                         "context holds")
+    return data
 
 
 @app.command("run", short_help="Generate once from a prompt (no session is saved).")
