@@ -67,10 +67,9 @@ def chat(
         raise typer.Exit(common.launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
     texts = list(message or [])
     if not texts:
-        from ..textcheck import decode_input
+        from ..textcheck import read_input
 
-        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
-        data = decode_input(raw, "the message on stdin")
+        data = read_input(sys.stdin, "the message on stdin")
         if not data.strip():
             raise UsageError("no message: pass --message TEXT or pipe the message on stdin")
         texts = [data.rstrip("\n")]

@@ -33,35 +33,16 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
         if not ids or min(ids) < 0:
             raise UsageError("--prompt-ids needs at least one token id, all >= 0")
         return None, ids
-    from ..textcheck import checked_text, decode_input
+    from ..textcheck import checked_text, read_input
 
     if prompt is not None:
         return checked_text(prompt, "the prompt"), None  # undecodable argv bytes reached the tokenizer
     if prompt_file is not None:
         with open(prompt_file, "rb") as f:
-            data = f.read(MAX_PROMPT_BYTES + 1)
-        return decode_input(_capped(data, str(prompt_file)), str(prompt_file)), None
+            return read_input(f, str(prompt_file)), None
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("no prompt: give --prompt TEXT, --prompt-file F, --prompt-ids IDS or pipe text to stdin")
-    if hasattr(sys.stdin, "buffer"):
-        data = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1)
-    else:  # a text stream (tests): its characters as the bytes they came from
-        data = sys.stdin.read(MAX_PROMPT_BYTES + 1).encode("utf-8", "surrogateescape")
-    return decode_input(_capped(data, "the prompt on stdin"), "the prompt on stdin"), None
-
-
-# More text than any model's context holds (a million tokens is a few MiB): reading on would only
-# fill memory (--prompt-file /dev/zero ended in a MemoryError).
-MAX_PROMPT_BYTES = 64 << 20
-
-
-def _capped(data: bytes, what: str) -> bytes:
-    if len(data) > MAX_PROMPT_BYTES:
-        from ..telemetry import human_bytes
-
-        raise UsageError(f"{what}: larger than {human_bytes(MAX_PROMPT_BYTES)}, more text than any model's "
-                         "context holds")
-    return data
+    return read_input(sys.stdin, "the prompt on stdin"), None
 
 
 @app.command("run", short_help="Generate once from a prompt (no session is saved).")
