@@ -165,6 +165,10 @@ def test_replay_compare(capsys):
     code, out, err = run(capsys, "replay", demo, "-m", "fake", "--compare", "--draft", "none")
     assert code == 0, err
     assert "outputs identical to the recording" in out
+    assert out.startswith(f"replay of {demo} (chat, 3 turns)\n")
+    one = json.loads(run(capsys, "chat", "-m", "fake", "--message", "hi", "--json")[1])["session"]
+    code, out, err = run(capsys, "replay", one, "-m", "fake", "--compare")
+    assert code == 0 and out.startswith(f"replay of session {one} (chat, 1 turn)\n"), out  # not "1 turns"
     code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--compare", "--temperature", "0.9", "--seed", "4")
     assert code == ExitCode.MISMATCH and "outputs DIFFER" in out
     code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--json")
