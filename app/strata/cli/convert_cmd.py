@@ -23,10 +23,9 @@ def convert(
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
     checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are. Atomic: an interrupted run leaves no pack behind."""
     from ..errors import ModelError, UsageError
+    from ..models import ALIASES, resolve_model
     from ..pack.converter import convert as convert_pack
     from ..telemetry import human_bytes
-
-    from ..models import ALIASES, resolve_model
 
     if src in ALIASES and not os.path.exists(src):  # as --model takes it; a path of that name wins
         try:
