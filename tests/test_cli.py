@@ -189,6 +189,25 @@ def test_bench_reports_identity_and_ratio(capsys):
     assert row["speedup"] > 0
 
 
+def test_bench_default_takes_every_session_below_sessions(capsys, tmp_path, monkeypatch):
+    # the default was sessions/*.jsonl and sessions/*/*.jsonl: the demos recorded with the
+    # bundled model (sessions/demo/strata-tiny/) were left out; rows name the path, so two
+    # chat-intro.jsonl files are told apart
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sessions" / "demo" / "strata-tiny").mkdir(parents=True)
+    shutil.copy(DEMO / "chat-intro.jsonl", tmp_path / "sessions" / "demo" / "chat-intro.jsonl")
+    shutil.copy(DEMO / "chat-intro.jsonl", tmp_path / "sessions" / "demo" / "strata-tiny" / "chat-intro.jsonl")
+    code, out, err = run(capsys, "bench", "-m", "fake", "--json")
+    assert code == 0, err
+    assert [r["session"] for r in json.loads(out)["sessions"]] == [
+        os.path.join("sessions", "demo", "chat-intro.jsonl"),
+        os.path.join("sessions", "demo", "strata-tiny", "chat-intro.jsonl")]
+    code, out, err = run(capsys, "bench", "-m", "fake")
+    assert code == 0 and "\nsessions/demo/strata-tiny/chat-intro.jsonl: " in out
+
+
 def test_info_reads_checkpoint_metadata(capsys, tmp_path):
     from safetensors.numpy import save_file
 
