@@ -21,7 +21,7 @@ def convert(
                                            help="Store the experts of a checkpoint as q8_0, q4_k, q5_k or q6_k blocks (ggml's reference rounding)."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
-    checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are. Atomic: an interrupted run leaves no pack behind."""
+    checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are (F16 experts become F32). Atomic: an interrupted run leaves no pack behind."""
     from ..errors import ModelError, UsageError
     from ..models import ALIASES, resolve_model
     from ..pack.converter import convert as convert_pack
