@@ -110,6 +110,23 @@ def test_chat_system_prompt_that_is_not_utf8_is_one_usage_line(capsys):
     assert json.loads(run(capsys, "sessions", "list", "--json")[1]) == []
 
 
+def test_a_reader_that_goes_away_is_not_an_error(capsys, monkeypatch):
+    # `strata chat --message hi | head -c 5` exited 1 (a bug's code) without a word: typer turns
+    # EPIPE inside a command into sys.exit(1)
+    import errno
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # typer wraps it too: put it back afterwards
+    with pytest.raises(SystemExit) as info:
+        run_app(app, ["chat", "-m", "fake", "--no-save", "--message", "hello there"])
+    assert info.value.code == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_plain_strata_is_chat_reading_stdin(capsys):
     code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
     assert code == 0 and "You said: from a pipe" in out
