@@ -73,6 +73,10 @@ def test_bad_options_are_one_line_usage_errors(model_dir, args, code, message):
 def test_text_prompt_needs_a_tokenizer_and_missing_model_is_a_model_error(model_dir, tmp_path):
     r = strata("run", "--model", str(model_dir), "--prompt", "hello")
     assert r.returncode == 3 and "tokenizer" in r.stderr
+    # chat has no --prompt-ids: the message must not tell it to give token ids
+    r = strata("chat", "--model", str(model_dir), "--message", "hello", "--no-save")
+    assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
+    assert "no tokenizer.json, so it cannot read text (strata run --prompt-ids takes token ids)" in r.stderr
     r = strata("run", "--model", str(tmp_path / "nope"), "--prompt-ids", "1")
     assert r.returncode == 3 and "nope" in r.stderr
     r = strata("run", "--model", str(model_dir), "--prompt-ids", "100000")
