@@ -127,6 +127,23 @@ def test_a_reader_that_goes_away_is_not_an_error(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+def test_chat_reading_a_terminal_with_stdout_in_a_pipe_says_how_to_end(capsys):
+    # `strata chat | tee log`: stdin is a terminal, so the message is typed, but nothing said so
+    # and the command seemed to hang
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--no-input", stdin="hi there\n")
+    assert code == 0 and "Ctrl-D" not in err  # a pipe: no note
+    sys.stdin = Terminal("hi there\n")
+    with pytest.raises(SystemExit) as info:
+        run_app(app, ["chat", "-m", "fake", "--no-save", "--no-input"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and "You said: hi there" in out
+    assert err.startswith("strata: note: reading the message from the terminal; end it with Ctrl-D\n")
+
+
 def test_plain_strata_is_chat_reading_stdin(capsys):
     code, out, err = run(capsys, "-m", "fake", stdin="from a pipe\n")
     assert code == 0 and "You said: from a pipe" in out

@@ -69,6 +69,8 @@ def chat(
     if not texts:
         from ..textcheck import read_input
 
+        if sys.stdin is not None and sys.stdin.isatty():  # stdout is a pipe: headless, but a person types
+            diagnostics.note("reading the message from the terminal; end it with Ctrl-D")
         data = read_input(sys.stdin, "the message on stdin")
         if not data.strip():
             raise UsageError("no message: pass --message TEXT or pipe the message on stdin")
