@@ -241,7 +241,10 @@ def test_convert_force_replaces_only_a_pack(ckpt, tmp_path, monkeypatch):
         pack.convert(ckpt, ".", force=True)
     assert (folder / "other" / "weights.bin").read_bytes() == b"precious" and afile.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "models", "notes.txt"]  # no leftovers
-    # a pack is still replaced
+    # a pack is still replaced, and so is an empty folder
+    (tmp_path / "empty").mkdir()
+    pack.convert(ckpt, str(tmp_path / "empty"), force=True)
+    assert pack.is_pack(str(tmp_path / "empty"))
     pack.convert(ckpt, str(tmp_path / "p"))
     pack.convert(ckpt, str(tmp_path / "p"), force=True)
     assert pack.is_pack(str(tmp_path / "p"))

@@ -258,13 +258,15 @@ def _write_experts(path: str, n_layers: int, n_experts: int, blob_bytes: int, st
 
 
 def check_destination(dst: str, force: bool) -> None:
-    """An existing DST is replaced only with `force`, and only when it is a strata pack: --force
-    never deletes a folder of other files (`strata convert M ~/models --force`, or `.`) or a file."""
+    """An existing DST is replaced only with `force`, and only when it is a strata pack (or an empty
+    folder): --force never deletes a folder of other files (`strata convert M ~/models --force`, or
+    `.`), a file (`strata convert m.gguf m.gguf --force` deleted the source) or a link."""
     if not os.path.lexists(dst):
         return
     if not force:
         raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
-    if os.path.islink(dst) or not is_pack(dst):
+    empty_folder = os.path.isdir(dst) and not os.path.islink(dst) and not os.listdir(dst)
+    if os.path.islink(dst) or not (is_pack(dst) or empty_folder):
         what = "a symbolic link" if os.path.islink(dst) else "a folder" if os.path.isdir(dst) else "a file"
         raise AlreadyExistsError(f"{dst}: already exists and is {what}, not a strata pack; --force replaces "
                                  "only a pack (give a new folder name)")
