@@ -16,7 +16,7 @@ from . import ExitCode, app, debug_enabled, fail
 def convert(
     src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors), a .gguf file, or a bundled alias (strata-tiny)."),
     dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
-    force: bool = typer.Option(False, "--force", help="Replace DST if it is a strata pack already."),
+    force: bool = typer.Option(False, "--force", help="Replace DST if it is a strata pack (or an empty folder)."),
     quantize: Optional[str] = typer.Option(None, "--quantize", metavar="FORMAT",
                                            help="Store the experts of a checkpoint as q8_0, q4_k, q5_k or q6_k blocks (ggml's reference rounding)."),
 ) -> None:
