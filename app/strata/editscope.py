@@ -221,7 +221,8 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
     return out
 
 
-def _parse(text: str) -> ast.Module | None:
+def parse_python(text: str) -> ast.Module | None:
+    """The module's tree, or None where it does not parse (its SyntaxWarnings silenced)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -377,7 +378,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
 
     def parsed():  # both files' trees, parsed once and only when a check needs them
         if not trees:
-            trees.extend((_parse(old), _parse(new)) if python else (None, None))
+            trees.extend((parse_python(old), parse_python(new)) if python else (None, None))
         return trees
 
     if _NO_CHANGE.match(_OPENER.sub("", said, count=1)):
