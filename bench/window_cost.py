@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +72,54 @@ def weight_bytes_model(path: str, config: dict):
             return None
         return dense + T * embed_row + per_expert * sum(telemetry["union_per_layer"])
     return of
+
+
+def macs_per_row(path: str, config: dict):
+    """Multiply-adds of one window row's matrix products: every weight of two or more dimensions
+    but the embedding (a gather; counted when it is the tied LM head) and the experts, plus top_k
+    experts per MoE layer. The attention over the KV cells and the GDN recurrence are left out,
+    so the floor it gives is a lower bound. None for a pack (no checkpoint headers)."""
+    from strata.safetensors_io import checkpoint_files, read_header
+
+    try:
+        files = checkpoint_files(path)
+    except (strata.ModelError, OSError):
+        return None
+    dense, experts, embed = 0, 0, 0
+    for f in files:
+        for name, info in read_header(f).items():
+            n = int(np.prod(info.shape))
+            if ".mlp.experts." in name:
+                experts += n
+            elif name.endswith("embed_tokens.weight"):
+                embed = n
+            elif len(info.shape) >= 2:
+                dense += n
+    n_exp, top_k = config.get("num_experts", 0), config.get("top_k", 0)
+    # `experts` holds every MoE layer's n_exp experts; a row runs top_k of them in each layer
+    routed = experts * top_k // n_exp if n_exp else 0
+    return dense + routed + (embed if config.get("tie_word_embeddings") else 0)
+
+
+def gemm_rate(threads: int) -> float | None:
+    """The machine's f32 matrix-product rate on cached data, multiply-adds per second: numpy's
+    BLAS (one thread each, in a child process so its thread count is set before it starts) on
+    512 x 512 products, best of 5, times `threads`. An outside yardstick for the arithmetic floor:
+    no engine can do a window's products faster than the core's GEMM rate."""
+    code = ("import time, numpy as np\n"
+            "a = np.random.rand(512, 512).astype(np.float32); b = a.copy(); best = 0\n"
+            "for _ in range(5):\n"
+            "    t = time.thread_time(); k = 0\n"
+            "    while time.thread_time() - t < 0.2:\n"
+            "        a @ b; k += 1\n"
+            "    best = max(best, k * 512 ** 3 / (time.thread_time() - t))\n"
+            "print(best)\n")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        return float(out.stdout.strip()) * threads
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
 
 
 def window_costs(eng, state, windows, rounds, bytes_of, clock=time.perf_counter):
@@ -171,6 +220,8 @@ def main() -> None:
 
     n_params = _param_count(path)
     med = win["cost_ms"]
+    macs, rate = macs_per_row(path, eng.config), gemm_rate(eng.threads)
+    arith_ms = {T: T * macs / rate * 1e3 for T in TS} if macs and rate else None
     print(f"model: {path} ({eng.config.get('arch')}, {n_params / 1e6:.0f}M parameters)" if n_params else
           f"model: {path} ({eng.config.get('arch')})")
     print(f"strata: {info['package']} ({info['git']}), engine {info['engine']}"
@@ -182,13 +233,21 @@ def main() -> None:
     print(f"prefill {PREFIX} tok/s (threads {eng.threads}): {PREFIX / prefill_s:.0f}")
     print()
     print(f"windows: threads {eng.threads}, {args.clock} clock")
-    print("| T | cost(T) ms | cost(T)/cost(1) [min-max over rounds] | bytes(T) MB | bytes(T)/bytes(1) | over the floor |")
-    print("|---|---|---|---|---|---|")
+    print("| T | cost(T) ms | cost(T)/cost(1) [min-max over rounds] | bytes(T) MB | bytes(T)/bytes(1) | over the floor "
+          "| products at the GEMM rate, ms (/ cost(1)) |")
+    print("|---|---|---|---|---|---|---|")
     b1 = win["bytes"][1]
     for T in TS:
         bt, ex = win["bytes"][T], win["excess"][T]
+        arith = f"{arith_ms[T]:.2f} ({arith_ms[T] / med[1]:.2f})" if arith_ms else "n/a"
         print(f"| {T} | {med[T]:.2f} | {win['ratio'][T]:.2f} [{win['ratio_min'][T]:.2f}-{win['ratio_max'][T]:.2f}] | "
-              + (f"{bt / 1e6:.1f} | {bt / b1:.2f} | {ex:+.0%} |" if bt and b1 else "n/a | n/a | n/a |"))
+              + (f"{bt / 1e6:.1f} | {bt / b1:.2f} | {ex:+.0%} |" if bt and b1 else "n/a | n/a | n/a |")
+              + f" {arith} |")
+    if arith_ms:
+        print(f"\n(products: {macs / 1e6:.1f}M multiply-adds a row; the GEMM rate, numpy's BLAS on cached f32 data, "
+              f"{rate / 1e9:.1f}G/s for {eng.threads} thread(s). A window cannot cost less than its products at that "
+              "rate, nor less than reading its weights; where the first exceeds the second, the bytes floor is "
+              "out of reach.)")
     print()
     print(f"T=1 decode tok/s after a {PREFIX}-token prefix, {args.decode} steps, median of {args.runs} interleaved runs:")
     print()
@@ -203,6 +262,8 @@ def main() -> None:
             json.dump({"model": path, "strata": info, "prefill_tps": PREFIX / prefill_s,
                        "others_cores": {"prefill": others_p, "windows": others_w},
                        "windows": {k: {str(T): v for T, v in d.items()} for k, d in win.items()},
+                       "macs_per_row": macs, "gemm_rate": rate,
+                       "products_ms": {str(T): v for T, v in arith_ms.items()} if arith_ms else None,
                        "decode": {str(t): d for t, d in dec.items()},
                        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}, fh, indent=1)
 

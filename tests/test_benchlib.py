@@ -97,6 +97,24 @@ def test_window_bytes_floor(tmp_path):
     assert bytes_of({}, 1) is None
 
 
+def test_window_products_per_row(tmp_path):
+    """The arithmetic floor's multiply-adds a row, counted by hand from the config: attention
+    projections, router, top_k experts per layer and the LM head; the embedding is a gather."""
+    from strata.testing.devmodel import write_random_model
+
+    import window_cost
+
+    path = write_random_model(str(tmp_path / "m"), "qwen3_moe", seed=0, preset="tiny")
+    strata = benchlib.import_strata()
+    cfg = strata.load(path, threads=1).config
+    H, I, L, V = cfg["hidden_size"], cfg["moe_intermediate_size"], cfg["num_layers"], cfg["vocab_size"]
+    q, kv = cfg["num_heads"] * cfg["head_dim"], cfg["num_kv_heads"] * cfg["head_dim"]
+    attention = H * q + 2 * H * kv + q * H
+    per_layer = attention + H * cfg["num_experts"] + cfg["top_k"] * 3 * H * I
+    assert window_cost.macs_per_row(path, cfg) == L * per_layer + V * H
+    assert window_cost.macs_per_row(str(tmp_path / "nothing"), cfg) is None
+
+
 def test_window_rounds_pairs_ratios_within_a_round():
     """A load that doubles every cost in one round leaves the paired ratio alone; round 0 is
     not timed; restore comes before every window, accept after, and the floor is per window."""

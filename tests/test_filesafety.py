@@ -2,6 +2,7 @@
 read-only files and hard links refused (or, with --force, written in place), killed runs'
 temp files cleaned up, and a rewrite that breaks a file that parsed refused unless forced."""
 import io
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from strata.edit import EditSession
 from strata.errors import EditError
 from strata.testing.fake import FakeGenerator
 from strata.editscope import asked_renames, unexplained_changes, unfinished_renames
-from strata.filesafety import clean_stale_temps, rewrite_warnings, write_target
+from strata.filesafety import clean_stale_temps, rewrite_checks, rewrite_warnings, write_target
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
+from strata.undefnames import newly_undefined
 
 PY = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(12))
 
@@ -614,3 +616,176 @@ def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):
                        "--no-save")
     assert code == 0, err
     assert f.read_text() == "# strata: rename area to size\n" + src
+
+
+# Names a rewrite still uses and no longer defines: the file parses and fails when the line runs
+# (NameError). strata-tiny, asked to delete `import functools` from fnmatch.py, also turned
+# `import os` into a second `import posixpath`, and os is used further down.
+APP = ("import os\nimport re\n\n\ndef helper(path):\n    return os.path.basename(path)\n\n\n"
+       "def main(paths):\n    names = [helper(p) for p in paths]\n    return [n for n in names if re.match('a', n)]\n\n\n"
+       "if __name__ == '__main__':\n    print(main(os.listdir('.')))\n")
+WITHOUT_HELPER = APP.replace("def helper(path):\n    return os.path.basename(path)\n\n\n", "")
+WITHOUT_OS = APP.replace("import os\n", "")
+
+
+def _undefined(old, new, instruction):
+    got = rewrite_checks("app.py", old, new, instruction)
+    return [w for w in got[0] if "still uses" in w], got[1]
+
+
+def test_a_rewrite_that_deletes_a_function_it_still_calls():
+    # not asked for: a warning (besides "drops the definition"), with the lines that still call it
+    warned, notes = _undefined(APP, WITHOUT_HELPER, "tidy up main")
+    assert warned == ["the rewrite still uses helper (line 6), which it no longer defines"] and notes == []
+    assert any("drops the definition helper," in w for w in rewrite_warnings("app.py", APP, WITHOUT_HELPER, "tidy up"))
+    # asked for: the rewrite did what was asked, so a note that the file still calls it, no warning
+    for instruction in ("Delete the function `helper`.", "remove helper, it is dead code", "drop HELPER"):
+        assert rewrite_warnings("app.py", APP, WITHOUT_HELPER, instruction) == [], instruction
+        assert _undefined(APP, WITHOUT_HELPER, instruction) == (
+            [], ["the rewrite still uses helper (line 6), which the instruction deletes"]), instruction
+    # naming it without asking to delete it asks for nothing of the kind
+    assert _undefined(APP, WITHOUT_HELPER, "make helper faster")[0] == [
+        "the rewrite still uses helper (line 6), which it no longer defines"]
+
+
+def test_a_rewrite_that_deletes_an_import_it_still_uses():
+    assert _undefined(APP, WITHOUT_OS, "sort the imports") == (
+        ["the rewrite still uses os (lines 5, 14), which it no longer defines"], [])
+    # asked for: the import's name, or the module it imports under another name
+    assert _undefined(APP, WITHOUT_OS, "Delete the line `import os`.") == (
+        [], ["the rewrite still uses os (lines 5, 14), which the instruction deletes"])
+    src = "import networkx as nx\nfrom email import encoders\nfrom email.mime.base import MIMEBase\n\n" \
+          "G = nx.Graph()\nE = encoders, MIMEBase\n"
+    new = src.replace("import networkx as nx\n", "")
+    assert _undefined(src, new, "drop the import of networkx")[1] == [
+        "the rewrite still uses nx (line 4), which the instruction deletes"]
+    # `from email import encoders` named: MIMEBase, imported from email too, was not asked for
+    new = src.replace("from email import encoders\nfrom email.mime.base import MIMEBase\n", "")
+    assert _undefined(src, new, "remove `from email import encoders`") == (
+        ["the rewrite still uses MIMEBase (line 4), which it no longer defines"],
+        ["the rewrite still uses encoders (line 4), which the instruction deletes"])
+
+
+def test_fnmatch_as_strata_tiny_rewrote_it():
+    old = ('"""Filename matching."""\nimport os\nimport posixpath\nimport re\nimport functools\n\n'
+           '__all__ = ["fnmatch"]\n\n\ndef fnmatch(name, pat):\n    name = os.path.normcase(name)\n'
+           '    return _compile(pat)(name) is not None\n\n\n@functools.lru_cache(maxsize=256)\n'
+           'def _compile(pat):\n    return re.compile(posixpath.normcase(pat)).match\n')
+    new = old.replace("import os\nimport posixpath\n", "import posixpath\nimport posixpath\n").replace(
+        "import functools\n", "")
+    warned, notes = _undefined(old, new, "Delete the line `import functools`.")
+    assert warned == ["the rewrite still uses os (line 10), which it no longer defines"]
+    assert notes == ["the rewrite still uses functools (line 14), which the instruction deletes"]
+
+
+def test_many_undefined_names_are_counted_and_their_lines_cut_short():
+    old = "".join(f"def f{i}():\n    pass\n\n\n" for i in range(6)) + "".join(f"f{i}()\n" for i in range(6)) * 7
+    new = "".join(f"f{i}()\n" for i in range(6)) * 7
+    warned, _ = _undefined(old, new, "tidy up")
+    assert warned == ["the rewrite still uses f0 (lines 1, 7, 13, 19, 25, ...), f1 (lines 2, 8, 14, 20, 26, ...), "
+                      "f2 (lines 3, 9, 15, 21, 27, ...), f3 (lines 4, 10, 16, 22, 28, ...) and 2 more, which it "
+                      "no longer defines"], warned
+    two = _undefined(old, new.replace("f2()\nf3()\nf4()\nf5()\n", ""), "tidy up")[0]
+    assert two[0].startswith("the rewrite still uses f0 (lines 1, 3, 5, 7, 9, ...) and f1 (lines 2, 4, "), two
+
+
+def test_a_rename_left_half_done_is_said_once():
+    """"rename helper to fetch" with the def renamed and a call left: the rename check says it
+    (the old name of an asked rename), the undefined-name check does not say it again."""
+    new = APP.replace("def helper(", "def fetch(")
+    got = rewrite_warnings("app.py", APP, new, "rename helper to fetch")
+    assert got == ["the rewrite still uses helper (line 10), which the instruction renames to fetch"], got
+    # a rename of something else that leaves a dropped name used: that one is warned about
+    got = rewrite_warnings("app.py", APP, new.replace("import re\n", ""), "rename helper to fetch")
+    assert any(w == "the rewrite still uses re (line 10), which it no longer defines" for w in got), got
+
+
+@pytest.mark.parametrize("old,new", [
+    # defined by `global x` in a function
+    ("x = 1\n\n\ndef f():\n    return x\n", "def setup():\n    global x\n    x = 2\n\n\ndef f():\n    return x\n"),
+    # a try/except ImportError fallback, and a conditional definition
+    ("import json\n\n\ndef f():\n    return json.dumps(1)\n",
+     "try:\n    import simplejson as json\nexcept ImportError:\n    json = None\n\n\ndef f():\n    return json.dumps(1)\n"),
+    ("def f():\n    pass\n\n\nf()\n", "import sys\nif sys.platform == 'x':\n    def f():\n        pass\nelse:\n    f = print\nf()\n"),
+    # a lazy import behind a module __getattr__: the module itself never uses the name bare
+    ("from json import JSONDecoder\n__all__ = ['JSONDecoder']\n",
+     "__all__ = ['JSONDecoder']\n\n\ndef __getattr__(name):\n    if name == 'JSONDecoder':\n"
+     "        from json import JSONDecoder\n        return JSONDecoder\n    raise AttributeError(name)\n"),
+    # a class attribute of the same name goes, the module's stays; a method never sees class names
+    ("limit = 1\n\n\nclass A:\n    limit = 2\n\n    def m(self):\n        return limit\n",
+     "limit = 1\n\n\nclass A:\n    def m(self):\n        return limit\n"),
+    # comprehension variables, `del`, `except ... as`, an enclosing function's name, builtins
+    ("x = 0\nys = [x for x in range(3)]\n", "ys = [x for x in range(3)]\n"),
+    # a comprehension's first iterable runs in the class body, which has its own xs
+    ("xs = [0]\n\n\nclass A:\n    xs = [1]\n    ys = [x for x in xs]\n", "class A:\n    xs = [1]\n    ys = [x for x in xs]\n"),
+    # gettext.install() puts `_` among the builtins at run time
+    ("for _ in range(3):\n    pass\nprint(_('hi'))\n", "print(_('hi'))\n"),
+    ("x = 1\nprint(x)\n", "x = 1\ndel x\nprint(x)\n"),
+    ("e = None\ntry:\n    pass\nexcept OSError as e:\n    print(e)\n", "try:\n    pass\nexcept OSError as e:\n    print(e)\n"),
+    ("def f():\n    v = 1\n\n    def g():\n        return v\n    return g\n",
+     "def f():\n    v = 2\n\n    def g():\n        return v\n    return g\n"),
+    ("len = 3\nprint(len)\n", "print(len)\n"),
+    # an import used only in annotations that are never evaluated
+    ("from __future__ import annotations\nfrom typing import Any\n\n\ndef f(x: Any) -> Any:\n    return x\n",
+     "from __future__ import annotations\n\n\ndef f(x: Any) -> Any:\n    return x\n"),
+    ("from typing import Any\n\n\ndef f():\n    y: Any = 1\n    return y\n", "def f():\n    y: Any = 1\n    return y\n"),
+    # a name the file already used without defining it at module level (set at run time)
+    ("def f():\n    return TABLE\n\n\ndef g():\n    TABLE = {}\n    return TABLE\n\n\nglobals()['TABLE'] = {}\n",
+     "def f():\n    return TABLE\n\n\nglobals()['TABLE'] = {}\n"),
+    # `import *` in the new file: any name may come from there; a new exec() may define any
+    ("from os.path import join\nprint(join('a'))\n", "from os.path import *\nprint(join('a'))\n"),
+    ("def helper():\n    pass\nhelper()\n", "exec('def helper():\\n    pass')\nhelper()\n"),
+    # either side does not parse: the parse check speaks (or the old file was broken)
+    ("def helper():\n    pass\nhelper()\n", "helper(\n"),
+    ("def helper(:\n", "helper()\n"),
+])
+def test_no_false_alarms_about_undefined_names(old, new):
+    assert newly_undefined(old, new) == [], (old, new)
+    assert not any("still uses" in w for w in rewrite_warnings("m.py", old, new, "tidy up"))
+
+
+@pytest.mark.parametrize("old,new,name,lines", [
+    # a local the rewrite no longer assigns; a default argument, a decorator and a class body
+    # run where they are written
+    ("def f():\n    total = 0\n    return total\n", "def f():\n    return total\n", "total", (2,)),
+    ("D = 1\n\n\ndef f(a=D):\n    return a\n", "def f(a=D):\n    return a\n", "D", (1,)),
+    ("import functools\n\n\n@functools.cache\ndef f():\n    pass\n", "@functools.cache\ndef f():\n    pass\n",
+     "functools", (1,)),
+    ("class A:\n    x = 1\n    y = x + 1\n", "class A:\n    y = x + 1\n", "x", (2,)),
+    # a method does not see its class's names: the module's name is the one it uses
+    ("helper = 1\n\n\nclass A:\n    helper = 2\n\n    def m(self):\n        return helper\n",
+     "class A:\n    helper = 2\n\n    def m(self):\n        return helper\n", "helper", (5,)),
+    # a comprehension's first iterable runs outside it; `import a.b` binds a
+    ("xs = [1]\nys = [x for x in xs]\n", "ys = [x for x in xs]\n", "xs", (1,)),
+    ("import os.path\nos.path.join('a')\n", "os.path.join('a')\n", "os", (1,)),
+    # annotations are evaluated without `from __future__ import annotations`
+    ("from typing import Any\n\n\ndef f(x: Any):\n    return x\n", "def f(x: Any):\n    return x\n", "Any", (1,)),
+])
+def test_undefined_names_in_every_scope(old, new, name, lines):
+    assert [(u.name, u.lines) for u in newly_undefined(old, new)] == [(name, lines)]
+
+
+def test_cli_yes_refuses_a_rewrite_that_uses_a_name_it_no_longer_defines(capsys, cli_env, tmp_path):
+    src = "import os\n\n\ndef cwd():\n    return os.getcwd()\n"
+    f = tmp_path / "where.py"
+    f.write_text(src)
+    # the fake model applies `replace A with B`
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace import os with import sys", "--yes",
+                       "--no-save")
+    assert code == ExitCode.EDIT and "still uses os (line 5), which it no longer defines" in err, err
+    assert "--force" in err
+    _one_line(err)
+    assert f.read_text() == src
+    # asked to drop it: written, with a note that the file still uses it
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace import os with # drop os", "--yes",
+                       "--no-save")
+    assert code == 0, err
+    assert "note: " in err and "still uses os (line 5), which the instruction deletes" in err, err
+    assert f.read_text() == src.replace("import os", "# drop os")
+    # --json carries the notes beside the warnings
+    f.write_text(src)
+    code, out, _ = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace import os with # drop os", "--yes",
+                       "--json", "--no-save")
+    got = json.loads(out)
+    assert code == 0 and got["written"] and got["warnings"] == []
+    assert got["notes"] == ["the rewrite still uses os (line 5), which the instruction deletes"]

@@ -168,6 +168,23 @@ async def test_review_warns_about_a_broken_rewrite_and_asks_twice(tmp_path):
 
 
 @asynctest
+async def test_review_notes_a_name_the_instruction_deletes_and_the_file_still_uses(tmp_path):
+    """Not a warning (the rewrite does what was asked): shown, and one a writes it."""
+    target = tmp_path / "where.py"
+    src = "import os\n\n\ndef cwd():\n    return os.getcwd()\n"
+    target.write_text(src)
+    app = StrataApp(fake(), mode="edit", edit_path=target, instruction="replace import os with # drop os")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.screen.phase == "review"
+        assert "note: the rewrite still uses os (line 5), which the instruction deletes" in status(app)
+        assert any("still uses os (line 5)" in n for n in app.notes)
+        await pilot.press("a")
+        await settle(app, pilot)
+        assert target.read_text() == src.replace("import os", "# drop os")
+
+
+@asynctest
 async def test_symlink_and_read_only_notes_on_screen(tmp_path):
     real = tmp_path / "real.py"
     real.write_text(SOURCE)

@@ -205,18 +205,20 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
 
 
 @torch.no_grad()
-def eval_forced(model, tokenizer, tasks, device, log):
+def eval_forced(model, tokenizer, tasks, device, log, rows_path=None):
     """Teacher-forced exact match: one forward pass over prompt + reference rewrite +
     <|endoftext|> per task; a task counts as exact when the model's top token is the reference
     token at every position of the rewrite and at its end. Greedy decoding reproduces the
     reference exactly when (ties and a different tokenization of the same text aside) this holds,
     so it measures greedy exact match at the cost of one prefill instead of a generation. Also
     reported: the share of the rewrite's tokens predicted right, and of its changed tokens
-    (make_rows.change_marks, the tokens that carry the edit)."""
+    (make_rows.change_marks, the tokens that carry the edit). With rows_path, each task's row is
+    written there as soon as it is done, so a run stopped by a time limit keeps the tasks it did."""
     import make_rows
 
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     per_kind, rows, t0 = {}, [], time.time()
+    sink = open(rows_path, "w", encoding="utf-8") if rows_path else None
     for n, t in enumerate(tasks):
         prompt = prompts.edit_prompt(t["filename"], t["original"], t["instruction"])
         enc = tokenizer.encode(prompts.edit_example(t["filename"], t["original"], t["instruction"], t["rewritten"]))
@@ -237,8 +239,13 @@ def eval_forced(model, tokenizer, tasks, device, log):
         first = int(torch.nonzero(rew & ~right)[0]) - int(torch.nonzero(rew)[0]) if not exact else None
         rows.append({"kind": t["kind"], "path": t["path"], "exact": exact, "first_wrong": first,
                      "changed_wrong": int(chg.sum() - right[chg].sum()), "changed": int(chg.sum())})
+        if sink:
+            sink.write(json.dumps(rows[-1]) + "\n")
+            sink.flush()
         if (n + 1) % 20 == 0:
             log(f"  forced {n + 1}/{len(tasks)}: {sum(r['exact'] for r in rows)} exact ({time.time() - t0:.0f}s)")
+    if sink:
+        sink.close()
     for k in per_kind.values():
         k["rate"] = k["exact"] / k["tasks"]
         k["token_acc"] /= k["tasks"]
@@ -353,8 +360,7 @@ def main() -> None:
     heldout = list(iter_corpus(args.heldout))
     if args.forced:
         tasks = load_tasks(args.tasks, args.per_kind, args.skip_per_kind)
-        results["forced"], rows = eval_forced(model, tokenizer, tasks, args.device, log)
-        (args.out / "forced_tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        results["forced"], _ = eval_forced(model, tokenizer, tasks, args.device, log, args.out / "forced_tasks.jsonl")
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     elif "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)

@@ -26,6 +26,7 @@ import random
 import re
 import sys
 import tokenize
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -112,12 +113,49 @@ def add_import(text, tree, toks, rng):
     return ({"kind": "add_import", "stmt": stmt, "mod": mod}, out) if parses(out) else None
 
 
+# How often a delete_import / delete_function task takes an unused import or a dead private
+# function (nothing else refers to it), when the file has one (otherwise any). People mostly delete what is unused; the
+# task maker used to pick blindly, and 342 of 351 held-out files' deleted imports were still in
+# use, phrased as often as not "remove the unused import X" (v7 recipe).
+PREFER_UNUSED = 0.6
+
+
+def _refs(tree: ast.AST) -> Counter:
+    """How often each name is referred to under `tree`: a name, an attribute (`self.name`), or a
+    string that is exactly the name (`__all__`, getattr)."""
+    seen = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            seen[node.id] += 1
+        elif isinstance(node, ast.Attribute):
+            seen[node.attr] += 1
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            seen[node.value] += 1
+    return seen
+
+
+def _bound_name(node) -> str:
+    """The name an import statement of one alias binds (`import a.b` binds `a`)."""
+    alias = node.names[0]
+    if alias.asname:
+        return alias.asname
+    return alias.name.split(".")[0] if isinstance(node, ast.Import) else alias.name
+
+
+def _unused_first(cands, unused, rng: random.Random):
+    """cands (already shuffled) with the unused ones first, PREFER_UNUSED of the time."""
+    if rng.random() < PREFER_UNUSED:
+        return sorted(cands, key=lambda c: not unused(c))
+    return cands
+
+
 def delete_import(text, tree, toks, rng):
     lines = text.splitlines(keepends=True)
     cands = [n for n in _top_imports(tree) if len(n.names) == 1 and not (
         isinstance(n, ast.ImportFrom) and n.module == "__future__")]
     rng.shuffle(cands)
-    for n in cands:
+    refs = _refs(tree)
+    for n in _unused_first(cands, lambda c: not refs[_bound_name(c)], rng):
         stmt = _stmt(n)
         i = n.lineno - 1
         if lines[i].rstrip("\n") != stmt or sum(1 for line in lines if line.rstrip("\n") == stmt) != 1:
@@ -125,7 +163,8 @@ def delete_import(text, tree, toks, rng):
         out = "".join(lines[:i] + lines[i + 1:])
         if out.strip() and parses(out):
             mod = n.names[0].name if isinstance(n, ast.Import) else n.names[0].name
-            return {"kind": "delete_import", "stmt": stmt, "mod": mod}, out
+            return {"kind": "delete_import", "stmt": stmt, "mod": mod,
+                    "unused": not refs[_bound_name(n)]}, out
     return None
 
 
@@ -190,7 +229,12 @@ def delete_function(text, tree, toks, rng):
     for node, _, _ in defs:
         counts[node.name] = counts.get(node.name, 0) + 1
     rng.shuffle(defs)
-    for node, body, parent in defs:
+    refs = _refs(tree)
+    # dead: private (a public function may be the module's API), not a dunder (called implicitly),
+    # and referred to nowhere apart from its own body (a recursive call is no use)
+    unused = {id(node): node.name.startswith("_") and not node.name.endswith("__")
+              and refs[node.name] == _refs(node)[node.name] for node, _, _ in defs}
+    for node, body, parent in _unused_first(defs, lambda d: unused[id(d[0])], rng):
         if counts[node.name] != 1 or len(body) < 2:
             continue
         first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
@@ -202,7 +246,7 @@ def delete_function(text, tree, toks, rng):
             continue
         owner = parent.name if isinstance(parent, ast.ClassDef) else ""
         return {"kind": "delete_function", "name": node.name, "what": "method" if owner else "function",
-                "owner": owner}, out
+                "owner": owner, "unused": unused[id(node)]}, out
     return None
 
 
@@ -356,13 +400,14 @@ def make_task(text: str, kind: str, rng: random.Random, vocab=()):
         return phrasing.phrase([spec], rng), text, [spec]
     if kind == "multi":
         steps = rng.sample(SINGLE_KINDS, rng.choice((2, 2, 3)))
-        specs, cur = [], text
+        specs, cur, states = [], text, {text}
         for k in steps:
             r = apply(k, cur, rng, vocab)
-            if r is None:
+            if r is None or r[1] in states:  # a step that undoes an earlier one (delete what it added)
                 continue
             specs.append(r[0])
             cur = r[1]
+            states.add(cur)
         if len(specs) < 2:
             return None
         return phrasing.phrase(specs, rng), cur, specs

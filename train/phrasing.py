@@ -65,6 +65,11 @@ TEMPLATES = {
         "do not modify the file", "leave it unchanged", "nothing to change here",
     ),
 }
+# Templates that say the thing is unused: only for an edit whose spec has "unused" (file_tasks
+# checks that nothing else in the file refers to it); before the v7 recipe they were picked for
+# imports the file still used.
+SAYS_UNUSED = frozenset({"remove the unused import {mod}", "{mod} is not used, remove {stmt}",
+                         "{name} is dead code, remove it"})
 JOINERS = (" and ", ", then ", "; ", ". then ", ", and also ", ", after that ", ". also ", " + ")
 
 
@@ -88,10 +93,13 @@ def phrase_one(spec: dict, rng: random.Random, tick: bool | None = None) -> str:
     if tick is None:
         tick = rng.random() < 0.55
     lower = rng.random() < 0.35
-    template = rng.choice(TEMPLATES[spec["kind"]])
+    templates = TEMPLATES[spec["kind"]]
+    if not spec.get("unused"):
+        templates = [t for t in templates if t not in SAYS_UNUSED]
+    template = rng.choice(templates)
     fields = {}
     for key, value in spec.items():
-        if key in ("kind",):
+        if key in ("kind", "unused"):
             continue
         if key in ("d", "what", "owner"):
             fields[key] = value

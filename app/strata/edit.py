@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from . import prompts
 from .chat import open_recorded
-from .filesafety import (check_name, clean_stale_temps, display_name, rewrite_warnings, write_file,
+from .filesafety import (check_name, clean_stale_temps, display_name, rewrite_checks, write_file,
                          write_target)
 from .errors import EditError, ModelError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
@@ -210,8 +210,10 @@ class Proposal:
     turn: int
     windows: list[WindowStats] = field(default_factory=list)
     edit_id: int | None = None
-    # why writing it may break the file (filesafety.rewrite_warnings); accept needs force then
+    # why writing it may break the file (filesafety.rewrite_checks); accept needs force then
     warnings: list[str] = field(default_factory=list)
+    # what the user should know about a rewrite that does what was asked (accept writes it)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -368,8 +370,9 @@ class EditSession:
                           file_path=self.display_path, file_content=self.base_text,
                           stop_reason=stop_reason, settings=settings.to_dict())
         self.turns.append(turn)
+        warnings, notes = rewrite_checks(self.path, self.base_text, text, instruction)
         self.proposal = Proposal(instruction, text, stop_reason, self.base_sha256, index, windows,
-                                 warnings=rewrite_warnings(self.path, self.base_text, text, instruction))
+                                 warnings=warnings, notes=notes)
         if self.store is not None and self.session_id is not None:
             self.store.add_turn(self.session_id, turn)
             self.store.add_windows(self.session_id, index, windows)

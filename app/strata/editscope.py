@@ -143,6 +143,11 @@ _NO_CHANGE = re.compile(
     r"(?:[\s,]*(?:please|thanks|thank\s+you|thx))?\W*$", re.IGNORECASE)
 
 
+def asks_to_delete(instruction: str | None) -> bool:
+    """Whether the instruction asks to delete, remove or drop something."""
+    return _DELETE_VERB.search(instruction or "") is not None
+
+
 def asked_renames(instruction: str | None) -> list[tuple[str, str]]:
     """The (old, new) identifier pairs an instruction asks to rename, in the order it names them."""
     return _asked_pairs(instruction, _RENAMES, _RENAMES_NEW_FIRST)
@@ -216,7 +221,8 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
     return out
 
 
-def _parse(text: str) -> ast.Module | None:
+def parse_python(text: str) -> ast.Module | None:
+    """The module's tree, or None where it does not parse (its SyntaxWarnings silenced)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -372,7 +378,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
 
     def parsed():  # both files' trees, parsed once and only when a check needs them
         if not trees:
-            trees.extend((_parse(old), _parse(new)) if python else (None, None))
+            trees.extend((parse_python(old), parse_python(new)) if python else (None, None))
         return trees
 
     if _NO_CHANGE.match(_OPENER.sub("", said, count=1)):

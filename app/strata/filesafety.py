@@ -7,11 +7,14 @@
   place (every name sees the rewrite) behind a backup copy.
 - **Leftovers** (`clean_stale_temps`): temp files of writers that were killed (their process is
   gone) are removed; the file itself is intact by construction (see store.atomic).
-- **Never a broken file** (`rewrite_warnings`): a rewrite of a file that parsed (Python, JSON,
+- **Never a broken file** (`rewrite_checks`): a rewrite of a file that parsed (Python, JSON,
   TOML, YAML when PyYAML is installed) that no longer parses, one that deletes most of the
-  file, or a Python rewrite that drops a function or class the instruction does not name (a
-  small model asked to rename one function may leave another out), gets a warning; headless
-  `--yes` refuses to write it without `--force`, the TUI shows it and asks for a second accept.
+  file, a Python rewrite that drops a function or class the instruction does not name (a
+  small model asked to rename one function may leave another out), or one that still uses a
+  name it no longer defines (undefnames; NameError when that line runs), gets a warning;
+  headless `--yes` refuses to write it without `--force`, the TUI shows it and asks for a
+  second accept. A name the instruction asks to delete and the file still uses is a note
+  instead: shown, and the rewrite, which does what was asked, is written.
 """
 from __future__ import annotations
 
@@ -25,10 +28,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .editscope import MAX_NAMED_CHANGES, unexplained_changes, unfinished_renames
+from .editscope import (MAX_NAMED_CHANGES, MAX_NAMED_LINES, asked_renames, asks_to_delete, unexplained_changes,
+                        unfinished_renames)
 from .errors import EditError
 from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_temp_files,
                            temp_file_pid)
+from .undefnames import Undefined, newly_undefined
 
 # a rewrite that keeps fewer than this share of the old lines, and is this much shorter, "deletes
 # most of the file"; tiny files are left out (rewriting 3 lines is not a disaster)
@@ -251,6 +256,11 @@ def _definitions(text: str) -> dict[str, int] | None:
     return out
 
 
+def _named(instruction: str, word: str) -> bool:
+    """Whether the instruction names `word` as a whole identifier (any case)."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", instruction, re.IGNORECASE) is not None
+
+
 def dropped_definitions(old: str, new: str, instruction: str | None = None) -> list[str]:
     """The functions and classes `old` defines that `new` no longer does (fewer definitions of the
     name), leaving out those the instruction names (deleting or renaming them is what it asked
@@ -268,16 +278,50 @@ def dropped_definitions(old: str, new: str, instruction: str | None = None) -> l
         if parent and parent in gone_set:
             continue  # said once, with its class or function
         bare = q.rpartition(".")[2]
-        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(bare)}(?![A-Za-z0-9_])", said, re.IGNORECASE):
+        if _named(said, bare):
             continue
         out.append(q)
     return out
 
 
-def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: str | None = None) -> list[str]:
-    """Why writing `new` over `old` may break the file (empty: nothing found). `instruction` is what
-    the user asked for: a Python rewrite that drops a definition it does not name is warned about."""
+def _uses(names: list[Undefined]) -> str:
+    """`a (line 3)`, `a (lines 3, 9) and b (line 4)`, ... and N more."""
+    shown = []
+    for u in names[:MAX_NAMED_DROPS]:
+        where = "line" if len(u.lines) == 1 else "lines"
+        more = ", ..." if len(u.lines) > MAX_NAMED_LINES else ""
+        shown.append(f"{u.name} ({where} {', '.join(str(n) for n in u.lines[:MAX_NAMED_LINES])}{more})")
+    if len(names) > MAX_NAMED_DROPS:
+        return ", ".join(shown) + f" and {len(names) - MAX_NAMED_DROPS} more"
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def undefined_name_checks(old: str, new: str, instruction: str | None = None) -> tuple[list[str], list[str]]:
+    """(warnings, notes) about the names a Python rewrite still uses but no longer defines (it
+    parses, and those lines raise NameError). A name the instruction asks to delete (a delete
+    word, and the name or, for an import, its module named) is a note: the rewrite did what was
+    asked, and the user should know the file still uses it. Any other is a warning. The old name
+    of a rename the instruction asks for is left to the rename check."""
+    said = instruction or ""
+    renamed = {was for was, _ in asked_renames(said)}
+    deleting = asks_to_delete(said)
+    asked, other = [], []
+    for u in newly_undefined(old, new):
+        if u.name in renamed:
+            continue
+        (asked if deleting and any(_named(said, w) for w in u.words) else other).append(u)
+    warnings_ = [f"the rewrite still uses {_uses(other)}, which it no longer defines"] if other else []
+    notes = [f"the rewrite still uses {_uses(asked)}, which the instruction deletes"] if asked else []
+    return warnings_, notes
+
+
+def rewrite_checks(path: str | os.PathLike, old: str, new: str,
+                   instruction: str | None = None) -> tuple[list[str], list[str]]:
+    """(warnings, notes) about writing `new` over `old`. A warning says why the rewrite may break
+    the file or do what was not asked (headless --yes refuses it without --force); a note says
+    what the user should know about a rewrite that does what was asked (it is written)."""
     out: list[str] = []
+    notes: list[str] = []
     kind = syntax_of(path)
     if kind is not None and _parse_error(kind, old) is None:
         why = _parse_error(kind, new)
@@ -290,6 +334,8 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
                 more = f" and {len(gone) - MAX_NAMED_DROPS} more" if len(gone) > MAX_NAMED_DROPS else ""
                 what = "definition" if len(gone) == 1 else "definitions"
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
+            undefined, notes = undefined_name_checks(old, new, instruction)
+            out += undefined
     explained = False  # the instruction asks for mechanical edits that explain every change
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
@@ -308,4 +354,10 @@ def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: s
         if kept < KEEP_SHARE * len(old_lines):
             out.append(f"the rewrite deletes most of the file ({len(old_lines) - kept} of "
                        f"{len(old_lines)} lines gone, {len(new_lines)} left)")
-    return out
+    return out, notes
+
+
+def rewrite_warnings(path: str | os.PathLike, old: str, new: str, instruction: str | None = None) -> list[str]:
+    """The warnings of `rewrite_checks`: why writing `new` over `old` may break the file or do what
+    was not asked (empty: nothing found)."""
+    return rewrite_checks(path, old, new, instruction)[0]

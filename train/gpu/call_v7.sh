@@ -34,10 +34,13 @@ pack_logs logs_v7.tgz
 if [ -f $W/run/DONE ]; then
   python3 $D/train/export.py --ckpt $W/run --tok $D/tok --out $W/run_hf > $W/export.log 2>&1 || tail -3 $W/export.log
   python3 $D/train/average.py --a $BASE --b $W/run_hf --out $W/avg 2>&1 | tee $W/average.log
-  left=$(( CALL_SECONDS - ($(date +%s) - T0) - 15 ))
-  timeout $left bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'; forced $W/run_hf forced_run & forced $W/avg forced_avg & wait"
+  left=$(( CALL_SECONDS - ($(date +%s) - T0) - 15 ))  # timeout 0 would mean no limit: none is run then
+  [ $left -gt 0 ] && timeout $left bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'; forced $W/run_hf forced_run & forced $W/avg forced_avg & wait"
 fi
 wait $BASE_PID 2>/dev/null; cat $W/forced_base.out
+for e in forced_base forced_run forced_avg; do  # stopped by its timeout (or failed): the rows it did are kept
+  [ -f $W/$e/eval.json ] || echo "$e: no result, $(cat $W/$e/forced_tasks.jsonl 2>/dev/null | wc -l) tasks done ($e.log)"
+done
 tar czf $OUT/forced.tgz -C $W forced_base forced_base.log forced_run forced_run.log forced_avg forced_avg.log \
     export.log average.log 2>/dev/null
 ls -la $OUT

@@ -45,7 +45,7 @@ make_tasks() {  # the held-out evaluation set (200 tasks: 20 per kind, files of 
 wait_training() {  # until DONE, training exits, or $1 seconds into this call
   while [ ! -f $W/run/DONE ]; do
     sleep 3
-    if ! kill -0 $(cat $W/train.pid) 2>/dev/null; then echo "training exited"; break; fi
+    if ! kill -0 $(cat $W/train.pid) 2>/dev/null; then [ -f $W/run/DONE ] || echo "training exited without DONE"; break; fi
     if [ $(( $(date +%s) - T0 )) -gt $1 ]; then echo "training not done at $(since)"; break; fi
   done
   echo "training done at $(since)"

@@ -92,7 +92,8 @@ def edit(
         common.print_json({"path": str(file), "session": session.session_id, "changed": bool(diff),
                      "written": written, "hunks": len(hunks),
                      "added": sum(h.added for h in hunks), "removed": sum(h.removed for h in hunks),
-                     "stop_reason": proposal.stop_reason, "warnings": proposal.warnings, "diff": diff, **stream.summary(),
+                     "stop_reason": proposal.stop_reason, "warnings": proposal.warnings,
+                     "notes": proposal.notes, "diff": diff, **stream.summary(),
                      "approximate": stream_opts.approximate, "refused": str(refused) if refused else None})
         if refused:
             raise refused
@@ -102,6 +103,8 @@ def edit(
     for warning in proposal.warnings:
         if not (refused and warning in str(refused)):  # the error line names it already
             diagnostics.say(f"warning: {session.display_path}: {warning}")
+    for note in proposal.notes:
+        diagnostics.say(f"note: {session.display_path}: {note}")
     if refused:
         raise refused
     if not diff:

@@ -195,6 +195,9 @@ class EditScreen(EngineScreen):
             warn += "  [warning: " + "; ".join(session.proposal.warnings) + "]"
             for w in session.proposal.warnings:
                 self.post_message(StatusNote(f"{self.app.edit_path}: {w}", error=True))  # type: ignore[attr-defined]
+        for note in session.proposal.notes:  # a rewrite that does what was asked, and breaks a use
+            warn += f"  [note: {note}]"
+            self.post_message(StatusNote(f"{self.app.edit_path}: {note}"))  # type: ignore[attr-defined]
         s = self.app.telemetry.summary()  # type: ignore[attr-defined]
         self._set_phase("review", f"{n} hunk{'s' if n != 1 else ''} \u00b7 a accept \u00b7 r reject "
                         f"\u00b7 e edit again \u00b7 u undo \u00b7 j/k hunks \u00b7 "
