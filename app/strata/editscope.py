@@ -213,9 +213,10 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
                 out.append(f"the instruction renames {was}, which the file never uses")
             continue
         if after:
-            shown = ", ".join(str(n) for n in after[:MAX_NAMED_LINES])
-            more = ", ..." if len(after) > MAX_NAMED_LINES else ""
-            where = "line" if len(after) == 1 else "lines"
+            at = sorted(set(after))  # a line that uses the name three times is one line
+            shown = ", ".join(str(n) for n in at[:MAX_NAMED_LINES])
+            more = ", ..." if len(at) > MAX_NAMED_LINES else ""
+            where = "line" if len(at) == 1 else "lines"
             out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
                        f"renames to {becomes}")
     return out
