@@ -38,6 +38,8 @@ def run(capsys, *args, stdin=None, monkeypatch=None):
 def test_version_and_paths(capsys, tmp_path):
     code, out, _ = run(capsys, "version")
     assert code == 0 and out.startswith("strata ")
+    code, out2, _ = run(capsys, "--version")  # as other command-line tools take it; no chat opens
+    assert code == 0 and out2 == out
     code, out, _ = run(capsys, "paths", "--json")
     data = json.loads(out)
     assert code == 0 and data["source"] == "STRATA_HOME"

@@ -17,9 +17,19 @@ from ..settings import GenerationSettings
 from ..telemetry import plural
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .version_cmd import version
+
+        version(as_json=False)
+        raise typer.Exit(0)
+
+
 @app.callback(invoke_without_command=True)
 def _main(ctx: typer.Context,
           debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
+          _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                        help="Print strata's version and exit (as strata version)."),
           model: Optional[str] = typer.Option(None, "--model", "-m", metavar="MODEL",
                                               help="Model for the default chat."),
           ) -> None:
