@@ -72,7 +72,14 @@ void ThreadPool::run_tasks(uint64_t gen) {
         if (gen_of(w) != gen || idx_of(w) >= n_of(w)) return;
         if (!word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
         int i = int(idx_of(w));
-        (*fn_.load(std::memory_order_acquire))(i);
+        try {
+            (*fn_.load(std::memory_order_acquire))(i);
+        } catch (...) {
+            // a worker thread must not let it escape (std::terminate: the process aborted), and
+            // the caller must not unwind while other threads still run its fn: keep it for later
+            std::lock_guard<std::mutex> lk(error_mu_);
+            if (!error_) error_ = std::current_exception();
+        }
         // seq_cst pairs with the caller's store to caller_sleeping_ (either it sees this
         // increment before sleeping, or this thread sees it asleep and wakes it)
         if (done_.fetch_add(1) + 1 == int(n_of(w)) && caller_sleeping_.load()) {
@@ -128,6 +135,12 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         caller_sleeping_.store(false);
     }
     if (adaptive_) after_pooled(Clock::now());
+    std::exception_ptr error;
+    {
+        std::lock_guard<std::mutex> lk(error_mu_);
+        error.swap(error_);
+    }
+    if (error) std::rethrow_exception(error);
 }
 
 bool ThreadPool::solo(Clock::time_point now) {

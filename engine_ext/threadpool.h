@@ -29,6 +29,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -44,7 +45,8 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
-    // Calls fn(i) for i in [0, n) spread over the pool; returns when all calls are done.
+    // Calls fn(i) for i in [0, n) spread over the pool; returns when all calls are done. An
+    // exception from a call (on any thread) is rethrown here once every call has finished.
     void parallel_for(int n, const std::function<void(int)>& fn);
 
     // How long a worker spins for the next call, and the caller for the last tasks, before
@@ -84,6 +86,8 @@ private:
     std::atomic<int> n_tasks_{0};
     std::atomic<bool> stop_{false};
     std::atomic<const std::function<void(int)>*> fn_{nullptr};
+    std::mutex error_mu_;
+    std::exception_ptr error_;  // the first exception of the current call's tasks
     uint64_t gen_ = 0;
     std::mutex call_mu_;  // one parallel_for at a time
     // the fallback's state, touched only under call_mu_

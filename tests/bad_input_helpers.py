@@ -4,6 +4,7 @@ documented exit code, no traceback, no "internal error" (a bug)."""
 from __future__ import annotations
 
 import io
+import os
 import random
 import sys
 
@@ -47,3 +48,22 @@ def rng(seed: int) -> random.Random:
 
 
 CODES = ExitCode
+
+
+def sized_fifo(path, data: bytes):
+    """A named pipe at `path` that gives `data` once, then end of file: stat() reports no size (as
+    for /dev/zero), yet a reader that ignores a limit still ends, so a regression fails instead of
+    filling the machine's memory."""
+    import threading
+
+    os.mkfifo(path)
+
+    def feed() -> None:
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except BrokenPipeError:
+            pass  # the reader stopped at its limit
+
+    threading.Thread(target=feed, daemon=True).start()
+    return path

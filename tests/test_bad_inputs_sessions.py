@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bad_input_helpers import CODES, FakeGenerator, assert_clean, rng, run
+from bad_input_helpers import CODES, FakeGenerator, assert_clean, rng, run, sized_fifo
 from strata.chat import ChatSession
 from strata.edit import EditSession
 from strata.errors import StrataError
@@ -345,3 +345,16 @@ def test_an_empty_store_file_is_a_new_store(capsys, tmp_path):
     assert run(capsys, "chat", "-m", "fake", "--message", "hi")[0] == 0
     assert len(SessionStore(db).list_sessions()) == 1
     os.sync()
+
+
+@pytest.mark.parametrize("command", [["replay"], ["sessions", "import"], ["bench"]])
+def test_a_session_file_past_the_limit_is_refused_without_reading_it_all(capsys, monkeypatch, tmp_path, command):
+    # the size was checked with stat(), which says 0 for /dev/zero: reading it ended in an
+    # internal MemoryError (exit 1)
+    from strata import session_format
+
+    monkeypatch.setattr(session_format, "MAX_FILE_BYTES", 1000)
+    fifo = sized_fifo(tmp_path / "pipe.jsonl", b"x" * 5000)  # stat() says 0, as for /dev/zero, but finite
+    code, out, err = run(capsys, *command, str(fifo), *(["-m", "fake"] if command != ["sessions", "import"] else []))
+    assert "internal error" not in err and "Traceback" not in err
+    assert code == CODES.SESSION and "too large for a session file" in err, err

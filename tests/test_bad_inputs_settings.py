@@ -15,6 +15,7 @@ import pytest
 from strata.cli import ExitCode
 
 from bad_inputs import assert_one_line_error, run_cli
+from bad_input_helpers import sized_fifo
 
 DEMO = Path(__file__).resolve().parents[1] / "sessions" / "demo" / "chat-intro.jsonl"
 USAGE = int(ExitCode.USAGE)
@@ -178,3 +179,24 @@ def test_bad_store_timeout_variable_is_a_usage_error(capsys, monkeypatch, value)
     monkeypatch.setenv("STRATA_STORE_TIMEOUT", "0.5")
     code, _, err = run_cli(capsys, "sessions", "list")
     assert code == 0, err
+
+
+def test_a_prompt_file_past_any_context_is_refused_before_it_fills_memory(capsys, tmp_path, monkeypatch):
+    # --prompt-file /dev/zero read until a MemoryError (exit 1); a prompt is refused once it is
+    # larger than any context holds, before the model is looked at (a missing one would be exit 3)
+    from strata import textcheck
+
+    monkeypatch.setattr(textcheck, "MAX_INPUT_BYTES", 1000)
+    big = tmp_path / "big.txt"
+    big.write_text("word " * 300)
+    for path in (big, sized_fifo(tmp_path / "pipe.txt", b"word " * 300)):  # a pipe: no size to stat, as /dev/zero
+        code, _, err = run_cli(capsys, "run", "-m", str(tmp_path / "no-model"), "--prompt-file", str(path))
+        assert_one_line_error(code, err, USAGE, str(path), "more text than any model's context holds")
+    code, _, err = run_cli(capsys, "run", "-m", str(tmp_path / "no-model"), stdin="word " * 300)
+    assert_one_line_error(code, err, USAGE, "the prompt on stdin")
+    code, _, err = run_cli(capsys, "chat", "-m", "fake", "--no-save", stdin="word " * 300)
+    assert_one_line_error(code, err, USAGE, "the message on stdin", "more text than any model's context holds")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9\n")
+    code, _, err = run_cli(capsys, "run", "-m", str(tmp_path / "no-model"), "--prompt-file", str(latin))
+    assert_one_line_error(code, err, USAGE, f"{latin} is not valid UTF-8 text")

@@ -38,6 +38,8 @@ def run(capsys, *args, stdin=None, monkeypatch=None):
 def test_version_and_paths(capsys, tmp_path):
     code, out, _ = run(capsys, "version")
     assert code == 0 and out.startswith("strata ")
+    code, out2, _ = run(capsys, "--version")  # as other command-line tools take it; no chat opens
+    assert code == 0 and out2 == out
     code, out, _ = run(capsys, "paths", "--json")
     data = json.loads(out)
     assert code == 0 and data["source"] == "STRATA_HOME"
@@ -91,6 +93,57 @@ def test_sessions_export_to_a_folder_or_a_missing_folder_names_the_path(capsys, 
     code, _, err = run(capsys, "sessions", "export", sid, "-o", str(target))
     assert code == ExitCode.IO and err.startswith(f"strata: error: {target}: ") and err.count("\n") == 1
     assert ".tmp" not in err
+
+
+def test_chat_headless_says_when_a_reply_was_cut_at_max_new(capsys):
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--message", "hello there", "--max-new", "3")
+    assert code == 0 and out.strip()
+    assert "strata: note: the reply stopped at --max-new 3 tokens, not at its end\n" in err
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--message", "hello there")
+    assert code == 0 and "max-new" not in err  # ended by itself
+
+
+def test_chat_system_prompt_that_is_not_utf8_is_one_usage_line(capsys):
+    # Python keeps undecodable argv bytes as lone surrogates; --system reached the tokenizer
+    # (--no-save) or the store as an internal error, exit 1
+    for extra in (["--no-save"], []):
+        code, _, err = run(capsys, "chat", "-m", "fake", "--system", "be \udcff brief", "--message", "hi", *extra)
+        assert code == ExitCode.USAGE and err.count("\n") == 1 and "the system prompt is not valid UTF-8" in err, err
+    assert json.loads(run(capsys, "sessions", "list", "--json")[1]) == []
+
+
+def test_a_reader_that_goes_away_is_not_an_error(capsys, monkeypatch):
+    # `strata chat --message hi | head -c 5` exited 1 (a bug's code) without a word: typer turns
+    # EPIPE inside a command into sys.exit(1)
+    import errno
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # typer wraps it too: put it back afterwards
+    with pytest.raises(SystemExit) as info:
+        run_app(app, ["chat", "-m", "fake", "--no-save", "--message", "hello there"])
+    assert info.value.code == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_chat_reading_a_terminal_with_stdout_in_a_pipe_says_how_to_end(capsys):
+    # `strata chat | tee log`: stdin is a terminal, so the message is typed, but nothing said so
+    # and the command seemed to hang
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    code, out, err = run(capsys, "chat", "-m", "fake", "--no-save", "--no-input", stdin="hi there\n")
+    assert code == 0 and "Ctrl-D" not in err  # a pipe: no note
+    sys.stdin = Terminal("hi there\n")
+    with pytest.raises(SystemExit) as info:
+        run_app(app, ["chat", "-m", "fake", "--no-save", "--no-input"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 0 and "You said: hi there" in out
+    assert err.startswith("strata: note: reading the message from the terminal; end it with Ctrl-D\n")
 
 
 def test_plain_strata_is_chat_reading_stdin(capsys):
@@ -148,6 +201,10 @@ def test_replay_compare(capsys):
     code, out, err = run(capsys, "replay", demo, "-m", "fake", "--compare", "--draft", "none")
     assert code == 0, err
     assert "outputs identical to the recording" in out
+    assert out.startswith(f"replay of {demo} (chat, 3 turns)\n")
+    one = json.loads(run(capsys, "chat", "-m", "fake", "--message", "hi", "--json")[1])["session"]
+    code, out, err = run(capsys, "replay", one, "-m", "fake", "--compare")
+    assert code == 0 and out.startswith(f"replay of session {one} (chat, 1 turn)\n"), out  # not "1 turns"
     code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--compare", "--temperature", "0.9", "--seed", "4")
     assert code == ExitCode.MISMATCH and "outputs DIFFER" in out
     code, out, _ = run(capsys, "replay", demo, "-m", "fake", "--json")
@@ -166,6 +223,25 @@ def test_bench_reports_identity_and_ratio(capsys):
     assert row["lossless"] and row["none"]["matches_recording"] and row["suffix"]["matches_recording"]
     assert row["suffix"]["windows"] < row["none"]["windows"]
     assert row["speedup"] > 0
+
+
+def test_bench_default_takes_every_session_below_sessions(capsys, tmp_path, monkeypatch):
+    # the default was sessions/*.jsonl and sessions/*/*.jsonl: the demos recorded with the
+    # bundled model (sessions/demo/strata-tiny/) were left out; rows name the path, so two
+    # chat-intro.jsonl files are told apart
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sessions" / "demo" / "strata-tiny").mkdir(parents=True)
+    shutil.copy(DEMO / "chat-intro.jsonl", tmp_path / "sessions" / "demo" / "chat-intro.jsonl")
+    shutil.copy(DEMO / "chat-intro.jsonl", tmp_path / "sessions" / "demo" / "strata-tiny" / "chat-intro.jsonl")
+    code, out, err = run(capsys, "bench", "-m", "fake", "--json")
+    assert code == 0, err
+    assert [r["session"] for r in json.loads(out)["sessions"]] == [
+        os.path.join("sessions", "demo", "chat-intro.jsonl"),
+        os.path.join("sessions", "demo", "strata-tiny", "chat-intro.jsonl")]
+    code, out, err = run(capsys, "bench", "-m", "fake")
+    assert code == 0 and "\nsessions/demo/strata-tiny/chat-intro.jsonl: " in out
 
 
 def test_info_reads_checkpoint_metadata(capsys, tmp_path):
@@ -187,6 +263,8 @@ def test_info_reads_checkpoint_metadata(capsys, tmp_path):
     assert data["size_on_disk"] == sum(p.stat().st_size for p in folder.iterdir())
     code, out, _ = run(capsys, "info", str(folder))
     assert "params        160 (0.0 M)" in out
+    code, out, _ = run(capsys, "info", "strata-tiny")
+    assert "layers        8 (2 linear_attention, 6 full_attention)\n" in out  # not a dict's repr
     code, _, err = run(capsys, "info", str(tmp_path))
     assert code == ExitCode.MODEL and "no config.json" in err
 

@@ -78,3 +78,19 @@ def test_help_reads_well_at_80_columns(path):
             assert (param.help or "").strip(), f"{' '.join(path)} {param.opts[0]} has no help text"
         else:
             assert (getattr(param, "help", None) or "").strip(), f"{' '.join(path)} {param.name} has no help"
+
+
+def test_a_group_without_its_command_shows_its_help(capsys):
+    # `strata sessions` crammed the whole help into one "strata: error: Usage: ... Commands: list
+    # List recorded ..." line; now the help as --help lays it out, on stderr, exit 2
+    import io
+
+    from strata.cli.runner import run_app
+
+    sys.stdin = io.StringIO("")
+    with pytest.raises(SystemExit) as info:
+        run_app(app, ["sessions"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == ""
+    assert err.startswith("Usage: strata sessions") and "strata: error" not in err
+    assert any(line.strip().startswith("list") for line in err.splitlines())

@@ -53,6 +53,33 @@ def test_refuses_binary_non_utf8_large_and_missing(tmp_path):
         EditSession(FakeGenerator(), tmp_path)
 
 
+def test_a_file_past_the_context_records_no_session(tmp_path):
+    # the refusal came after the session was created: every try left an empty "0 turns" session
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * 2000)
+    with SessionStore(tmp_path / "s.db") as store:
+        with pytest.raises(EditError, match="context"):
+            EditSession(FakeGenerator(context_limit=1000), big, store=store)
+        assert store.list_sessions() == []
+
+
+def test_an_edit_interrupted_while_reading_the_file_records_no_session(src, tmp_path, monkeypatch):
+    # Ctrl-C while the file was prefilled left an empty "0 turns" session in the store
+    class Interrupted(FakeGenerator):
+        def stream(self, prompt_ids, settings, should_stop=None):
+            raise KeyboardInterrupt
+
+    with SessionStore(tmp_path / "s.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            EditSession(Interrupted(), src, store=store)
+        assert store.list_sessions() == []
+        ed = EditSession(FakeGenerator(), src, store=store)  # a resumed session is never deleted
+        src.write_text(SOURCE + "# changed\n")  # not in the ring: read (prefilled) again
+        with pytest.raises(KeyboardInterrupt):
+            EditSession(Interrupted(), src, store=store, session_id=ed.session_id)
+        assert [s.id for s in store.list_sessions()] == [ed.session_id]
+
+
 def test_nothing_is_written_before_accept_then_atomically(src):
     gen = FakeGenerator()
     ed = EditSession(gen, src)

@@ -405,6 +405,10 @@ def test_a_rename_the_rewrite_did_not_finish():
     # other files: whole words
     assert unfinished_renames("name: foo\nfoo_x: 1\n", "name: foo\nfoo_x: 1\n", "rename foo to bar",
                               python=False) == ["the rewrite still uses foo (line 1), which the instruction renames to bar"]
+    # a line that uses the name three times is named once
+    assert unfinished_renames("def _v(a):\n    return _v(_v(a))\n", "def _value(a):\n    return _v(_v(_v(a)))\n",
+                              "rename _v to _value") == [
+        "the rewrite still uses _v (line 2), which the instruction renames to _value"]
     # long lists of lines end in "..."
     many = "".join(f"f{i} = f\n" for i in range(8))
     assert unfinished_renames("f = 1\n" + many, "f = 1\n" + many, "rename f to g") == [
@@ -616,6 +620,28 @@ def test_cli_yes_refuses_an_unfinished_rename(capsys, cli_env, tmp_path):
                        "--no-save")
     assert code == 0, err
     assert f.read_text() == "# strata: rename area to size\n" + src
+
+
+def test_cli_a_rewrite_that_changes_nothing_says_only_that(capsys, cli_env, tmp_path, monkeypatch):
+    # a rename the model did not do at all: nothing is written, and "changes nothing" says so;
+    # the unfinished-rename warning beside it was noise (warnings stay in --json)
+    from strata import prompts
+    from strata.testing import fake
+
+    def unchanged(context, settings):
+        head = context[:context.rfind(prompts.REWRITE)]
+        body = head[head.rfind(prompts.FILE) + len(prompts.FILE):head.rfind(prompts.INSTRUCTION)]
+        return body.partition("\n")[2] + prompts.ENDOFTEXT
+
+    monkeypatch.setattr(fake, "default_responder", unchanged)
+    src = '__all__ = ["area"]\n\n\ndef area(r):\n    return 3 * r * r\n'
+    f = tmp_path / "shapes.py"
+    f.write_text(src)
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--yes", "--no-save")
+    assert code == 0 and out == "" and f.read_text() == src, err
+    assert "the rewrite changes nothing" in err and "warning" not in err, err
+    code, out, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "rename area to size", "--json", "--no-save")
+    assert code == 0 and '"changed": false' in out and "still uses area" in out, out
 
 
 # Names a rewrite still uses and no longer defines: the file parses and fails when the line runs

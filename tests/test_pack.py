@@ -220,6 +220,36 @@ def test_cli_convert_takes_the_bundled_alias(tmp_path, monkeypatch):
     assert pack.is_pack(str(tmp_path / "tiny.strata")) and "8 MoE layers x 16 experts" in r.output
 
 
+def test_convert_force_replaces_only_a_pack(ckpt, tmp_path, monkeypatch):
+    # --force used to rmtree any DST: `strata convert M ~/models --force` (or `.`) deleted a
+    # folder of other files, and a file DST was deleted too
+    from strata.errors import AlreadyExistsError
+
+    folder = tmp_path / "models"
+    (folder / "other").mkdir(parents=True)
+    (folder / "other" / "weights.bin").write_bytes(b"precious")
+    afile = tmp_path / "notes.txt"
+    afile.write_text("precious")
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    for dst, what in ((folder, "a folder"), (afile, "a file"), (link, "a symbolic link")):
+        with pytest.raises(AlreadyExistsError, match=f"is {what}, not a strata pack") as ei:
+            pack.convert(ckpt, str(dst), force=True)
+        assert "\n" not in str(ei.value)
+    monkeypatch.chdir(folder)
+    with pytest.raises(AlreadyExistsError, match="is a folder, not a strata pack"):
+        pack.convert(ckpt, ".", force=True)
+    assert (folder / "other" / "weights.bin").read_bytes() == b"precious" and afile.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "models", "notes.txt"]  # no leftovers
+    # a pack is still replaced, and so is an empty folder
+    (tmp_path / "empty").mkdir()
+    pack.convert(ckpt, str(tmp_path / "empty"), force=True)
+    assert pack.is_pack(str(tmp_path / "empty"))
+    pack.convert(ckpt, str(tmp_path / "p"))
+    pack.convert(ckpt, str(tmp_path / "p"), force=True)
+    assert pack.is_pack(str(tmp_path / "p"))
+
+
 def test_cli_convert(ckpt, tmp_path):
     from typer.testing import CliRunner
 

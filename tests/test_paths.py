@@ -18,6 +18,15 @@ def test_strata_home_wins_over_xdg(monkeypatch, tmp_path):
     assert paths.source() == "STRATA_HOME"
 
 
+def test_a_relative_strata_home_is_taken_from_the_current_folder(monkeypatch, tmp_path):
+    # it was ignored like a relative XDG value, so the sessions went to the platform's folder
+    _clear(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STRATA_HOME", "state-here")
+    assert paths.source() == "STRATA_HOME"
+    assert paths.session_db() == tmp_path / "state-here" / "data" / "sessions.sqlite3"
+
+
 def test_xdg_then_platformdirs(monkeypatch, tmp_path):
     _clear(monkeypatch)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))

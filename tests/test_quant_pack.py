@@ -223,3 +223,30 @@ def test_f16_gguf_pack_stores_f32_experts_and_gives_the_gguf_logits(tmp_path, mo
     with pytest.raises(ModelError, match="stored as F16, which the cpu backend cannot compute") as ei:
         strata.load(old)
     assert "\n" not in str(ei.value)
+
+
+def test_an_error_inside_a_pool_task_is_raised_not_an_abort(tmp_path, monkeypatch):
+    # an exception thrown by a kernel on a pool worker escaped the thread: std::terminate, the
+    # process aborted (exit 134), and a TUI lost its session. A pack of F16 experts without the
+    # load-time check (strata-tiny's shape, 2 threads: the expert matmuls run on the pool) must
+    # now raise one RuntimeError and leave the process alive.
+    from strata.pack import gguf_converter
+
+    src = write_gguf(os.path.join(os.path.dirname(strata.__file__), "models", "strata-tiny"),
+                     str(tmp_path / "tiny.gguf"), qtype="F16")
+    monkeypatch.setattr(gguf_converter, "_stored", lambda fmt: fmt)
+    monkeypatch.setattr(gguf_converter, "_stored_bytes", lambda data, fmt: data.tobytes())
+    old = str(tmp_path / "old.strata")
+    convert(src, old)
+    script = ("import sys, strata, strata.pack.loader as L\n"
+              "L._check_expert_formats = lambda info, backend: None\n"
+              "eng = strata.load(sys.argv[1], threads=2)\n"
+              "try:\n"
+              "    eng.run(list(range(1, 40)))\n"
+              "except RuntimeError as exc:\n"
+              "    print('raised:', exc)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(strata.__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", script, old], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "terminate called" not in r.stderr, (r.returncode, r.stderr[-500:])
+    assert r.stdout.startswith("raised: matmul: the cpu backend has no kernel for F16 weights"), r.stdout

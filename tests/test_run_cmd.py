@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,7 @@ def test_plain_output_and_stats_on_stderr(model_dir):
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.split()) == 5  # no tokenizer: the ids are printed
     assert "tokens in" in r.stderr and "acceptance" in r.stderr
+    assert re.search(r"; T=1 x\d+[;,]", r.stderr) and "{" not in r.stderr  # windows per T, not a dict's repr
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -71,6 +73,10 @@ def test_bad_options_are_one_line_usage_errors(model_dir, args, code, message):
 def test_text_prompt_needs_a_tokenizer_and_missing_model_is_a_model_error(model_dir, tmp_path):
     r = strata("run", "--model", str(model_dir), "--prompt", "hello")
     assert r.returncode == 3 and "tokenizer" in r.stderr
+    # chat has no --prompt-ids: the message must not tell it to give token ids
+    r = strata("chat", "--model", str(model_dir), "--message", "hello", "--no-save")
+    assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
+    assert "no tokenizer.json, so it cannot read text (strata run --prompt-ids takes token ids)" in r.stderr
     r = strata("run", "--model", str(tmp_path / "nope"), "--prompt-ids", "1")
     assert r.returncode == 3 and "nope" in r.stderr
     r = strata("run", "--model", str(model_dir), "--prompt-ids", "100000")
@@ -106,3 +112,17 @@ def test_bundled_model_chat_template():
     r = strata("run", "--chat", "--prompt", "Say hello.", "--max-new", "20", "--stats")
     assert r.returncode == 0, r.stderr
     assert "stop:" in r.stderr
+
+
+def test_a_prompt_that_is_not_utf8_is_one_usage_line():
+    # from argv or stdin it reached the tokenizer: "internal error: TypeError: TextInputSequence
+    # must be str", exit 1
+    _bundled_or_skip()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = APP + os.pathsep + env.get("PYTHONPATH", "")
+    for argv, stdin, what in (([b"--prompt", b"ab\xff"], None, "the prompt is not valid UTF-8"),
+                              ([], b"def f():\xff\n", "the prompt on stdin is not valid UTF-8")):
+        r = subprocess.run([sys.executable.encode(), b"-m", b"strata", b"run", b"--max-new", b"2", *argv],
+                           input=stdin, capture_output=True, env=env, timeout=120)
+        err = r.stderr.decode("utf-8", "replace")
+        assert r.returncode == 2 and err.count("\n") == 1 and what in err, err

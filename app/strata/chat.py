@@ -65,6 +65,8 @@ class ChatSession:
                  store: SessionStore | None = None, session_id: str | None = None,
                  system: str | None = None, ring_size: int | None = None,
                  title: str | None = None, template_kwargs: dict[str, Any] | None = None) -> None:
+        if system is not None:
+            checked_text(system, "the system prompt")  # before a session is recorded with it
         self.generator = generator
         self.settings = settings or GenerationSettings()
         self.store = store

@@ -257,13 +257,23 @@ class EditSession:
             self.session_id = info.id
             self.turns = store.turns(info.id)
             self._check_same_file(info.id)
-        elif store is not None:
+        self._check_fits(self.base_text)  # before a new session is recorded: a refusal leaves none
+        created = False
+        if store is not None and session_id is None:
             self.session_id = store.create_session("edit", model_identity(generator), self.settings,
                                                    title=title or self.path.name)
-        self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
-        self._check_fits(self.base_text)
-        self.prior_documents = self._feed_prior_sessions()
-        self._read_file()
+            created = True
+        try:
+            self.ring = CheckpointRing.for_session(store, self.session_id, generator.model_id, ring_size)
+            self.prior_documents = self._feed_prior_sessions()
+            self._read_file()
+        except BaseException:  # Ctrl-C while the file is read, a bad ring size: no empty session left
+            if created and store is not None and self.session_id is not None:
+                try:
+                    store.delete_session(self.session_id)
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
+            raise
 
     def _check_same_file(self, session_id: str) -> None:
         """A resumed edit session goes on with the file it edited, not another one."""

@@ -213,15 +213,17 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
                 out.append(f"the instruction renames {was}, which the file never uses")
             continue
         if after:
-            shown = ", ".join(str(n) for n in after[:MAX_NAMED_LINES])
-            more = ", ..." if len(after) > MAX_NAMED_LINES else ""
-            where = "line" if len(after) == 1 else "lines"
+            at = sorted(set(after))  # a line that uses the name three times is one line
+            shown = ", ".join(str(n) for n in at[:MAX_NAMED_LINES])
+            more = ", ..." if len(at) > MAX_NAMED_LINES else ""
+            where = "line" if len(at) == 1 else "lines"
             out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
                        f"renames to {becomes}")
     return out
 
 
-def _parse(text: str) -> ast.Module | None:
+def parse_python(text: str) -> ast.Module | None:
+    """The module's tree, or None where it does not parse (its SyntaxWarnings silenced)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -377,7 +379,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
 
     def parsed():  # both files' trees, parsed once and only when a check needs them
         if not trees:
-            trees.extend((_parse(old), _parse(new)) if python else (None, None))
+            trees.extend((parse_python(old), parse_python(new)) if python else (None, None))
         return trees
 
     if _NO_CHANGE.match(_OPENER.sub("", said, count=1)):

@@ -83,7 +83,8 @@ class Generator:
     # -- text ---------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
         if self.tokenizer is None:
-            raise ModelError(f"model {self.model_name} has no tokenizer.json; give token ids (--prompt-ids)")
+            raise ModelError(f"model {self.model_name} has no tokenizer.json, so it cannot read text "
+                             "(strata run --prompt-ids takes token ids)")
         return self.tokenizer.encode(text)
 
     def decode(self, ids: list[int], *, skip_special: bool = False) -> str:

@@ -16,10 +16,14 @@ _XDG = {"data": "XDG_DATA_HOME", "config": "XDG_CONFIG_HOME", "cache": "XDG_CACH
 
 def _env_dir(name: str) -> Path | None:
     value = os.environ.get(name, "").strip()
-    # the XDG spec says relative paths are invalid and must be ignored
-    if value and os.path.isabs(os.path.expanduser(value)):
-        return Path(os.path.expanduser(value))
-    return None
+    if not value:
+        return None
+    path = os.path.expanduser(value)
+    if os.path.isabs(path):
+        return Path(path)
+    if name == "STRATA_HOME":  # our own variable: a relative folder is taken from the current one,
+        return Path(os.path.abspath(path))  # not silently ignored (STRATA_HOME=state went to ~/.local)
+    return None  # the XDG spec says relative paths are invalid and must be ignored
 
 
 def base_dir(kind: str) -> Path:

@@ -20,7 +20,7 @@ from .errors import EditError, SessionError
 from .protocol import GenerationSettings, TextGenerator, WindowEvent, WindowStats
 from .session_format import Recording, read_session_file, recording_from_store
 from .store import SessionStore
-from .telemetry import Collector, Totals
+from .telemetry import Collector, Totals, plural
 
 OVERRIDABLE = ("draft", "drafter", "max_draft", "temperature", "seed", "max_new", "top_k", "top_p",
                "min_match")
@@ -163,7 +163,7 @@ class ReplayReport:
 
     def lines(self) -> list[str]:
         """A short human report."""
-        out = [f"replay of {self.source} ({self.kind}, {len(self.turns)} turns)"]
+        out = [f"replay of {self.source} ({self.kind}, {plural(len(self.turns), 'turn')})"]
         out += [f"note: {r}" for r in self.reasons()]
         if self.overrides:
             out.append("overrides: " + ", ".join(f"{k}={v}" for k, v in self.overrides.items()))

@@ -272,7 +272,11 @@ def read_session_file(path: str | os.PathLike) -> Recording:
     if size > MAX_FILE_BYTES:
         raise SessionError(f"{p}: {size} bytes is too large for a session file")
     try:
-        text = p.read_bytes().decode("utf-8")
+        with open(p, "rb") as f:  # at most the limit: a device or a pipe has no size to check first
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise SessionError(f"{p}: more than {MAX_FILE_BYTES} bytes is too large for a session file")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SessionError(f"{p}: not a strata session file (not UTF-8 at byte {exc.start})") from None
     except OSError as exc:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-import warnings
 from dataclasses import dataclass, field
+
+from .editscope import parse_python
 
 # names every module, class or method has without binding them
 _IMPLICIT = frozenset({"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__",
@@ -54,15 +55,6 @@ class Undefined:
     lines: tuple[int, ...]       # where the new file uses it
     words: frozenset[str]        # what an instruction may call its old definition: the name, and
                                  # for an import, the module or name imported under it
-
-
-def _parse(text: str) -> ast.Module | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
 
 
 def _names(tree: ast.Module) -> _Names:
@@ -208,7 +200,7 @@ def newly_undefined(old: str, new: str) -> list[Undefined]:
     the lines of `new` that use them, in the order they are first used; names `old` already used
     unbound are left out. Empty when either side does not parse, when `new` has a `from m import
     *`, or when it uses exec() or globals() and `old` did not (it may bind names at run time)."""
-    told, tnew = _parse(old), _parse(new)
+    told, tnew = parse_python(old), parse_python(new)
     if told is None or tnew is None:
         return []
     before, after = _names(told), _names(tnew)

@@ -18,8 +18,10 @@ from ..errors import UsageError
 def _bench_files(paths: list[Path]) -> list[Path]:
     if paths:
         return paths
-    for root in (Path.cwd() / "sessions", Path(__file__).resolve().parents[3] / "sessions"):
-        found = sorted(root.glob("*/*.jsonl")) + sorted(root.glob("*.jsonl"))
+    # every .jsonl below sessions/ (the help's sessions/**.jsonl): "*/*.jsonl" left out the
+    # sessions recorded with the bundled model, in sessions/demo/strata-tiny/
+    for root in (Path("sessions"), Path(__file__).resolve().parents[3] / "sessions"):
+        found = sorted(root.glob("**/*.jsonl"))
         if found:
             return found
     raise UsageError("no session files to benchmark: pass SESSION.jsonl files")
@@ -68,7 +70,7 @@ def bench(
     else:
         print(f"model: {gen.model_name}")
         for r in done:
-            print(f"{Path(r['session']).name}: {r['suffix']['tokens_per_window']:.2f} tokens/window, "
+            print(f"{r['session']}: {r['suffix']['tokens_per_window']:.2f} tokens/window, "
                   f"acceptance {r['suffix']['acceptance']:.0%}, speedup {r['speedup']:.2f}x "
                   f"(suffix {r['suffix']['tokens_per_s']:.1f} tok/s vs none {r['none']['tokens_per_s']:.1f}), "
                   f"drafting {'lossless' if r['lossless'] else 'CHANGED THE OUTPUT'}")

@@ -17,9 +17,19 @@ from ..settings import GenerationSettings
 from ..telemetry import plural
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .version_cmd import version
+
+        version(as_json=False)
+        raise typer.Exit(0)
+
+
 @app.callback(invoke_without_command=True)
 def _main(ctx: typer.Context,
           debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also STRATA_DEBUG=1)."),
+          _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                        help="Print strata's version and exit (as strata version)."),
           model: Optional[str] = typer.Option(None, "--model", "-m", metavar="MODEL",
                                               help="Model for the default chat."),
           ) -> None:
@@ -67,10 +77,11 @@ def chat(
         raise typer.Exit(common.launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))
     texts = list(message or [])
     if not texts:
-        from ..textcheck import decode_input
+        from ..textcheck import read_input
 
-        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
-        data = decode_input(raw, "the message on stdin")
+        if sys.stdin is not None and sys.stdin.isatty():  # stdout is a pipe: headless, but a person types
+            diagnostics.note("reading the message from the terminal; end it with Ctrl-D")
+        data = read_input(sys.stdin, "the message on stdin")
         if not data.strip():
             raise UsageError("no message: pass --message TEXT or pipe the message on stdin")
         texts = [data.rstrip("\n")]
@@ -86,6 +97,8 @@ def chat(
         turn = chat_session.turns[-1]
         if not as_json:
             sys.stdout.write("\n")
+            if turn.stop_reason == "max_new" and settings.max_new > 0:  # a cut reply reads like a finished one
+                diagnostics.note(f"the reply stopped at --max-new {settings.max_new} tokens, not at its end")
         results.append({"input": text, "output": turn.output, "stop_reason": turn.stop_reason,
                         **stream.summary()})
         diagnostics.progress(f"{plural(stream.tokens, 'token')} in {plural(stream.windows, 'window')}")

@@ -16,17 +16,16 @@ from . import ExitCode, app, debug_enabled, fail
 def convert(
     src: str = typer.Argument(..., metavar="SRC", help="Hugging Face checkpoint folder (config.json + *.safetensors), a .gguf file, or a bundled alias (strata-tiny)."),
     dst: str = typer.Argument(..., metavar="DST", help="Folder to create: the strata pack."),
-    force: bool = typer.Option(False, "--force", help="Replace DST if it already exists."),
+    force: bool = typer.Option(False, "--force", help="Replace DST if it is a strata pack (or an empty folder)."),
     quantize: Optional[str] = typer.Option(None, "--quantize", metavar="FORMAT",
                                            help="Store the experts of a checkpoint as q8_0, q4_k, q5_k or q6_k blocks (ggml's reference rounding)."),
 ) -> None:
     """Convert a checkpoint into a strata pack: dense weights in one file, experts as aligned,
-    checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are. Atomic: an interrupted run leaves no pack behind."""
+    checksummed blobs (one read per expert). A .gguf file keeps its blocks as they are (F16 experts become F32). Atomic: an interrupted run leaves no pack behind."""
     from ..errors import ModelError, UsageError
+    from ..models import ALIASES, resolve_model
     from ..pack.converter import convert as convert_pack
     from ..telemetry import human_bytes
-
-    from ..models import ALIASES, resolve_model
 
     if src in ALIASES and not os.path.exists(src):  # as --model takes it; a path of that name wins
         try:

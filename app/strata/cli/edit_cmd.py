@@ -100,7 +100,7 @@ def edit(
         return
     sys.stdout.write(diff)  # also when --yes was refused: the user sees what was not written
     sys.stdout.flush()
-    for warning in proposal.warnings:
+    for warning in proposal.warnings if diff else ():  # nothing to write: "changes nothing" says it
         if not (refused and warning in str(refused)):  # the error line names it already
             diagnostics.say(f"warning: {session.display_path}: {warning}")
     for note in proposal.notes:

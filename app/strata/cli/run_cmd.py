@@ -33,16 +33,16 @@ def _read_prompt(prompt: Optional[str], prompt_file: Optional[Path], prompt_ids:
         if not ids or min(ids) < 0:
             raise UsageError("--prompt-ids needs at least one token id, all >= 0")
         return None, ids
+    from ..textcheck import checked_text, read_input
+
     if prompt is not None:
-        return prompt, None
+        return checked_text(prompt, "the prompt"), None  # undecodable argv bytes reached the tokenizer
     if prompt_file is not None:
-        try:
-            return prompt_file.read_text(encoding="utf-8"), None
-        except UnicodeDecodeError:
-            raise UsageError(f"{prompt_file}: not UTF-8 text") from None
+        with open(prompt_file, "rb") as f:
+            return read_input(f, str(prompt_file)), None
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("no prompt: give --prompt TEXT, --prompt-file F, --prompt-ids IDS or pipe text to stdin")
-    return sys.stdin.read(), None
+    return read_input(sys.stdin, "the prompt on stdin"), None
 
 
 @app.command("run", short_help="Generate once from a prompt (no session is saved).")
@@ -145,7 +145,8 @@ def stats_line(s: dict, prompt_tokens: int, stop_reason: str | None) -> str:
     line = (f"{plural(s['tokens'], 'token')} in {plural(s['windows'], 'window')}, {s['tokens_per_s']:.1f} tok/s "
             f"(prefill {plural(prompt_tokens, 'token')} in {s['prefill_s'] * 1e3:.1f} ms); "
             f"acceptance {s['acceptance']:.2f}, mean keep {s['mean_keep']:.2f}, "
-            f"window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; T {s['t_hist']}")
+            f"window p50 {s['window_p50_ms']:.2f} ms p95 {s['window_p95_ms']:.2f} ms; "
+            + ", ".join(f"T={t} x{n}" for t, n in sorted(s["t_hist"].items(), key=lambda kv: int(kv[0]))))
     if s["hits"] or s["cold_misses"]:  # experts stream (a pack): say how the cache did
         line += (f"; expert cache {plural(s['hits'], 'hit')}, {plural(s['cold_misses'], 'miss', 'misses')} "
                  f"(hit rate {s['hit_rate']:.0%}), {human_bytes(s['bytes_read'])} read")

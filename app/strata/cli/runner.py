@@ -103,9 +103,18 @@ def run_app(app, argv: list[str] | None = None) -> None:
         if ctx is not None:
             hint = f" (see `{ctx.command_path} --help`)"
         message = exc.format_message()
-        if message:  # empty for "no args is help": the help was printed already
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `strata sessions`: its help, laid out as click shows it
+            sys.stderr.write(message.rstrip("\n") + "\n")
+        elif message:  # empty for "no args is help" in older click: the help was printed already
             error(message + hint)
         code = int(ExitCode.USAGE) if isinstance(exc, usage_exc) else int(exc.exit_code)
+    except SystemExit as exc:
+        # typer answers a broken pipe inside a command (`strata chat --message hi | head -c 5`)
+        # with sys.exit(1), a bug's code, after wrapping stdout in click's PacifyFlushWrapper:
+        # the reader going away is not an error (as BrokenPipeError below)
+        if type(sys.stdout).__name__ != "PacifyFlushWrapper":
+            raise
+        code = int(ExitCode.OK) if exc.code == 1 else exc.code
     except BrokenPipeError:
         # the reader went away (`strata sessions list | head`): not an error worth a traceback
         try:

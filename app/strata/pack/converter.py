@@ -257,11 +257,25 @@ def _write_experts(path: str, n_layers: int, n_experts: int, blob_bytes: int, st
     return data_offset, table_crc
 
 
+def check_destination(dst: str, force: bool) -> None:
+    """An existing DST is replaced only with `force`, and only when it is a strata pack (or an empty
+    folder): --force never deletes a folder of other files (`strata convert M ~/models --force`, or
+    `.`), a file (`strata convert m.gguf m.gguf --force` deleted the source) or a link."""
+    if not os.path.lexists(dst):
+        return
+    if not force:
+        raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
+    empty_folder = os.path.isdir(dst) and not os.path.islink(dst) and not os.listdir(dst)
+    if os.path.islink(dst) or not (is_pack(dst) or empty_folder):
+        what = "a symbolic link" if os.path.islink(dst) else "a folder" if os.path.isdir(dst) else "a file"
+        raise AlreadyExistsError(f"{dst}: already exists and is {what}, not a strata pack; --force replaces "
+                                 "only a pack (give a new folder name)")
+
+
 def _assemble(dst: str, force: bool, fill: Callable[[str, bytes], dict]) -> dict:
     """Builds a pack in a temporary sibling folder with `fill(tmp, pack_id) -> header`, fsyncs it
     and renames it into place, so an interrupted run never leaves a valid-looking pack."""
-    if os.path.exists(dst) and not force:
-        raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
+    check_destination(dst, force)
     parent = os.path.dirname(dst) or "."
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.partial-", dir=parent)
@@ -349,8 +363,7 @@ def convert(src: str, dst: str, *, progress: Callable[[int, int], None] | None =
         raise ModelError(f"{src}: not a folder")
     if is_pack(src):
         raise ModelError(f"{src}: is already a strata pack")
-    if os.path.exists(dst) and not force:
-        raise AlreadyExistsError(f"{dst}: already exists (use --force to replace it)")
+    check_destination(dst, force)
     config = read_config_json(src)
     tensors = checkpoint_tensors(src)
     lay = find_experts(tensors)
