@@ -400,7 +400,8 @@ struct AttachScope {
     }
 };
 
-// The composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many): not in the
+// The composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many,
+// Backend::swiglu_matmul): not in the
 // Op table (their default is the plain ops in sequence); the per-op test checks them apart.
 void register_fused_calls(py::module_& o) {
     o.def("add_rmsnorm",
@@ -425,6 +426,33 @@ void register_fused_calls(py::module_& o) {
               return py::make_tuple(sum, out);
           },
           py::arg("backend"), py::arg("x"), py::arg("y"), py::arg("w"), py::arg("eps") = 1e-6f,
+          py::arg("attached") = false, py::arg("threads") = 1);
+    o.def("swiglu_matmul",
+          [](const std::string& b, const F32& g, const F32& u, const py::array& w, const std::string& format, int rows,
+             bool attached, int threads) {
+              // g and u (T, n) side by side in one array, as the engine's scratch holds them (the
+              // webgpu backend folds the SwiGLU into the matmul only there); y = (silu(g) * u) W^T
+              Backend& be = backend(b, threads);
+              need(g.ndim() == 2 && u.ndim() == 2 && g.shape(0) == u.shape(0) && g.shape(1) == u.shape(1),
+                   "swiglu_matmul: g and u (T, n) of one shape");
+              const int T = int(g.shape(0)), n = int(g.shape(1));
+              Weights W = weights(w, format, rows, n, be, Op::Matmul);
+              std::vector<float> gu(size_t(g.size()) * 2);
+              std::memcpy(gu.data(), g.data(), sizeof(float) * size_t(g.size()));
+              std::memcpy(gu.data() + g.size(), u.data(), sizeof(float) * size_t(u.size()));
+              F32 y = out_like({T, rows});
+              float* pg = gu.data();
+              float* py_ = y.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  AttachScope sc(be, attached, {{pg, gu.size() * 4}, {py_, size_t(T) * rows * 4}});
+                  be.swiglu_matmul({pg, n, 0}, {pg + size_t(T) * n, n, 0}, {pg, n, 0}, T, n,
+                                   {pg, T, n, W.m, nullptr, py_, rows});
+                  sc.read_back();
+              }
+              return y;
+          },
+          py::arg("backend"), py::arg("g"), py::arg("u"), py::arg("w"), py::arg("format"), py::arg("rows"),
           py::arg("attached") = false, py::arg("threads") = 1);
     o.def("copy_many",
           [](const std::string& b, const F32& src, int dst_size, const I32& jobs, bool attached, int threads,

@@ -750,7 +750,8 @@ def test_engine_refuses_a_format_its_backend_cannot_compute(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many): each must equal
+# composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many,
+# Backend::swiglu_matmul): each must equal
 # its plain ops in sequence bit for bit, on host arrays and on arrays attached to the backend
 # (where the webgpu backend runs its one-dispatch path, as in the engine)
 
@@ -786,6 +787,37 @@ def test_add_rmsnorm_rows_are_batch_invariant(backend):
         got = ops.add_rmsnorm(backend, x, y, w, 1e-6, attached=True)
         for i in range(2):
             np.testing.assert_array_equal(got[i][r], base[i][0], err_msg=f"T={T} row {r} output {i}")
+
+
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("fmt", ["BF16", "F16", "F32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_swiglu_matmul_equals_swiglu_then_matmul(backend, fmt, attached):
+    # attached, on webgpu (half-precision rows): the SwiGLU folded into the matmul's reads of x
+    if not ops.supports(backend, "matmul", fmt):
+        pytest.skip(f"{backend} has no {fmt} matmul")
+    rng = np.random.default_rng(zlib.crc32(f"swiglu_matmul/{backend}/{fmt}/{attached}".encode()))
+    for T, n, rows in ((1, 64, 32), (5, 128, 64), (3, 512, 128), (9, 40, 16)):
+        g, u = _f(rng.standard_normal((T, n)) * 3), _f(rng.standard_normal((T, n)))
+        raw, _ = make_weights(rng, fmt, rows, n)
+        got = ops.swiglu_matmul(backend, g, u, raw, fmt, rows, attached=attached)
+        want = ops.matmul(backend, ops.swiglu(backend, g, u), raw, fmt, rows, n)
+        np.testing.assert_array_equal(got, want, err_msg=f"T={T} n={n} rows={rows}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_swiglu_matmul_rows_are_batch_invariant(backend):
+    rng = np.random.default_rng(zlib.crc32(f"swiglu_matmul-rows/{backend}".encode()))
+    n, rows = 256, 64
+    raw, _ = make_weights(rng, "BF16", rows, n)
+    g1, u1 = _f(rng.standard_normal((1, n))), _f(rng.standard_normal((1, n)))
+    base = ops.swiglu_matmul(backend, g1, u1, raw, "BF16", rows, attached=True)
+    for T in range(1, 17):
+        g, u = _f(rng.standard_normal((T, n))), _f(rng.standard_normal((T, n)))
+        r = int(rng.integers(0, T))
+        g[r], u[r] = g1[0], u1[0]
+        got = ops.swiglu_matmul(backend, g, u, raw, "BF16", rows, attached=True)
+        np.testing.assert_array_equal(got[r], base[0], err_msg=f"T={T} row {r}")
 
 
 def _copy_many_reference(src, dst_size, jobs):
