@@ -401,7 +401,7 @@ struct AttachScope {
 };
 
 // The composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many,
-// Backend::swiglu_matmul): not in the
+// Backend::swiglu_matmul, rmsnorm_rotary, moe_combine_add_rmsnorm): not in the
 // Op table (their default is the plain ops in sequence); the per-op test checks them apart.
 void register_fused_calls(py::module_& o) {
     o.def("add_rmsnorm",
@@ -454,6 +454,72 @@ void register_fused_calls(py::module_& o) {
           },
           py::arg("backend"), py::arg("g"), py::arg("u"), py::arg("w"), py::arg("format"), py::arg("rows"),
           py::arg("attached") = false, py::arg("threads") = 1);
+    o.def("rmsnorm_rotary",
+          [](const std::string& b, const F32& x, const F32& w, float eps, int64_t p0, const F32& inv_freq,
+             bool attached, int threads) {
+              Backend& be = backend(b, threads);
+              need(x.ndim() == 3 && w.size() == x.shape(2) && 2 * inv_freq.size() <= x.shape(2) && p0 >= 0,
+                   "rmsnorm_rotary: x (rows, heads, dim), w (dim), 2*half <= dim, p0 >= 0");
+              int rows = int(x.shape(0)), heads = int(x.shape(1)), dim = int(x.shape(2));
+              std::vector<float> xx(x.data(), x.data() + x.size()), ww(w.data(), w.data() + w.size());
+              F32 out = out_like({rows, heads, dim});
+              float* po = out.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  AttachScope sc(be, attached, {{xx.data(), xx.size() * 4}, {po, xx.size() * 4}, {ww.data(), ww.size() * 4}});
+                  be.rmsnorm_rotary({xx.data(), heads * dim, dim}, {po, heads * dim, dim}, rows, heads, dim, ww.data(),
+                                    eps, p0, inv_freq.data(), int(inv_freq.size()));
+                  sc.read_back();
+              }
+              return out;
+          },
+          py::arg("backend"), py::arg("x"), py::arg("w"), py::arg("eps"), py::arg("p0"), py::arg("inv_freq"),
+          py::arg("attached") = false, py::arg("threads") = 1);
+    o.def("moe_combine_add_rmsnorm",
+          [](const std::string& b, const F32& D, const I32& slot, const F32& cw, const py::object& shared,
+             const py::object& shared_gate, const F32& x, const F32& w, float eps, bool attached, int threads) {
+              // (x + moe_combine(...), rmsnorm of that): the combine's output is not returned
+              Backend& be = backend(b, threads);
+              need(D.ndim() == 2 && slot.ndim() == 2 && cw.ndim() == 2 && slot.shape(0) == cw.shape(0) &&
+                       slot.shape(1) == cw.shape(1),
+                   "moe_combine_add_rmsnorm: D (slots, H), slot and w (n, k)");
+              const int n = int(slot.shape(0)), k = int(slot.shape(1)), H = int(D.shape(1));
+              for (int i = 0; i < n * k; ++i)
+                  need(slot.data()[i] >= 0 && slot.data()[i] < D.shape(0), "moe_combine_add_rmsnorm: slot out of range");
+              need(x.ndim() == 2 && x.shape(0) == n && x.shape(1) == H && w.size() == H,
+                   "moe_combine_add_rmsnorm: x (n, H), w (H)");
+              need(shared.is_none() == shared_gate.is_none(), "moe_combine_add_rmsnorm: shared and shared_gate go together");
+              const bool has = !shared.is_none();
+              const size_t ny = size_t(n) * H;
+              std::vector<float> dd(D.data(), D.data() + D.size()), ww(cw.data(), cw.data() + cw.size()),
+                  nw(w.data(), w.data() + w.size()), o(ny, 0.0f), sg;
+              if (has) {
+                  F32 s = shared.cast<F32>();
+                  F32 g = shared_gate.cast<F32>();
+                  need(s.size() == int64_t(ny) && g.size() == n, "moe_combine_add_rmsnorm: shared (n, H), shared_gate (n)");
+                  std::memcpy(o.data(), s.data(), ny * 4);
+                  sg.assign(g.data(), g.data() + g.size());
+              }
+              std::vector<int> sl(slot.data(), slot.data() + slot.size());
+              F32 sum = out_like({n, H}), normed = out_like({n, H});
+              std::memcpy(sum.mutable_data(), x.data(), ny * 4);
+              float* ps = sum.mutable_data();
+              float* pn = normed.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  std::vector<std::pair<const void*, size_t>> arrays = {
+                      {dd.data(), dd.size() * 4}, {ww.data(), ww.size() * 4}, {nw.data(), nw.size() * 4},
+                      {o.data(), ny * 4}, {ps, ny * 4}, {pn, ny * 4}};
+                  if (has) arrays.push_back({sg.data(), sg.size() * 4});
+                  AttachScope sc(be, attached, arrays);
+                  be.moe_combine_add_rmsnorm(dd.data(), sl.data(), ww.data(), n, k, H, has ? o.data() : nullptr,
+                                             has ? sg.data() : nullptr, o.data(), {ps, {pn, H, 0}, nw.data(), eps});
+                  sc.read_back();
+              }
+              return py::make_tuple(sum, normed);
+          },
+          py::arg("backend"), py::arg("D"), py::arg("slot"), py::arg("w"), py::arg("shared"), py::arg("shared_gate"),
+          py::arg("x"), py::arg("norm_w"), py::arg("eps") = 1e-6f, py::arg("attached") = false, py::arg("threads") = 1);
     o.def("copy_many",
           [](const std::string& b, const F32& src, int dst_size, const I32& jobs, bool attached, int threads,
              std::optional<F32> src2) {

@@ -820,6 +820,69 @@ def test_swiglu_matmul_rows_are_batch_invariant(backend):
         np.testing.assert_array_equal(got[r], base[0], err_msg=f"T={T} row {r}")
 
 
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rmsnorm_rotary_equals_rmsnorm_then_rotary(backend, attached):
+    rng = np.random.default_rng(zlib.crc32(f"rmsnorm_rotary/{backend}/{attached}".encode()))
+    for rows, heads, dim, half, p0 in ((1, 4, 64, 32, 0), (5, 2, 128, 16, 37), (3, 1, 256, 32, 1000), (2, 3, 8, 4, 5)):
+        x = _f(rng.standard_normal((rows, heads, dim)) * 2)
+        w = _f(1 + 0.1 * rng.standard_normal(dim))
+        inv = _f(10000.0 ** (-np.arange(half) / half))
+        got = ops.rmsnorm_rotary(backend, x, w, 1e-6, p0, inv, attached=attached)
+        want = ops.rotary(backend, ops.rmsnorm(backend, x, w, 1e-6), p0, inv)
+        np.testing.assert_array_equal(got, want, err_msg=f"{rows}x{heads}x{dim} half {half}")
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["routed", "shared"])
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_moe_combine_add_rmsnorm_equals_the_two_ops(backend, attached, shared):
+    rng = np.random.default_rng(zlib.crc32(f"moe_combine_add_rmsnorm/{backend}/{attached}/{shared}".encode()))
+    for n, k, H in ((1, 2, 64), (5, 4, 96), (3, 10, 512)):
+        D = _f(rng.standard_normal((n * k + 3, H)))
+        slot = rng.permutation(n * k + 3)[: n * k].reshape(n, k).astype(np.int32)
+        cw = _f(rng.random((n, k)))
+        sh = _f(rng.standard_normal((n, H))) if shared else None
+        sg = _f(rng.standard_normal(n)) if shared else None
+        x = _f(rng.standard_normal((n, H)) * 2)
+        w = _f(1 + 0.1 * rng.standard_normal(H))
+        total, normed = ops.moe_combine_add_rmsnorm(backend, D, slot, cw, sh, sg, x, w, 1e-6, attached=attached)
+        want_total, want = ops.add_rmsnorm(backend, x, ops.moe_combine(backend, D, slot, cw, sh, sg), w, 1e-6)
+        np.testing.assert_array_equal(total, want_total, err_msg=f"n={n} k={k} H={H} sum")
+        np.testing.assert_array_equal(normed, want, err_msg=f"n={n} k={k} H={H} norm")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_norm_rows_are_batch_invariant(backend):
+    # rmsnorm_rotary and moe_combine_add_rmsnorm: a row's values do not depend on T or the other rows
+    rng = np.random.default_rng(zlib.crc32(f"fused-norm-rows/{backend}".encode()))
+    heads, dim, half, H, k = 2, 128, 32, 256, 4
+    w, nw = _f(1 + 0.1 * rng.standard_normal(dim)), _f(1 + 0.1 * rng.standard_normal(H))
+    inv = _f(10000.0 ** (-np.arange(half) / half))
+    x1 = _f(rng.standard_normal((1, heads, dim)))
+    D1, c1 = _f(rng.standard_normal((k, H))), _f(rng.random((1, k)))
+    s1, g1, r1 = _f(rng.standard_normal((1, H))), _f(rng.standard_normal(1)), _f(rng.standard_normal((1, H)))
+    base_rot = ops.rmsnorm_rotary(backend, x1, w, 1e-6, 20, inv, attached=True)
+    base = ops.moe_combine_add_rmsnorm(backend, D1, np.arange(k, dtype=np.int32).reshape(1, k), c1, s1, g1, r1, nw,
+                                       1e-6, attached=True)
+    for T in range(1, 17):
+        r = int(rng.integers(0, T))
+        x = _f(rng.standard_normal((T, heads, dim)))
+        x[r] = x1[0]
+        # the window starts at position 20 - r: row r at position 20, as in base_rot
+        got = ops.rmsnorm_rotary(backend, x, w, 1e-6, 20 - r, inv, attached=True)
+        np.testing.assert_array_equal(got[r], base_rot[0], err_msg=f"rmsnorm_rotary T={T} row {r}")
+        D = _f(rng.standard_normal((T * k, H)))
+        D[r * k:(r + 1) * k] = D1
+        slot = np.arange(T * k, dtype=np.int32).reshape(T, k)
+        cw, sh, sg, res = (_f(rng.random((T, k))), _f(rng.standard_normal((T, H))), _f(rng.standard_normal(T)),
+                           _f(rng.standard_normal((T, H))))
+        cw[r], sh[r], sg[r], res[r] = c1[0], s1[0], g1[0], r1[0]
+        got = ops.moe_combine_add_rmsnorm(backend, D, slot, cw, sh, sg, res, nw, 1e-6, attached=True)
+        for i in range(2):
+            np.testing.assert_array_equal(got[i][r], base[i][0], err_msg=f"moe_combine_add_rmsnorm T={T} row {r} output {i}")
+
+
 def _copy_many_reference(src, dst_size, jobs):
     dst = np.full(dst_size, -1.0, dtype=np.float32)
     for rows, heads, dim, so, sld, shs, do, dld, dhs in jobs:
