@@ -79,6 +79,7 @@ void ThreadPool::run_tasks(uint64_t gen) {
             // the caller must not unwind while other threads still run its fn: keep it for later
             std::lock_guard<std::mutex> lk(error_mu_);
             if (!error_) error_ = std::current_exception();
+            failed_.store(true, std::memory_order_release);
         }
         // seq_cst pairs with the caller's store to caller_sleeping_ (either it sees this
         // increment before sleeping, or this thread sees it asleep and wakes it)
@@ -135,12 +136,15 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
         caller_sleeping_.store(false);
     }
     if (adaptive_) after_pooled(Clock::now());
-    std::exception_ptr error;
-    {
-        std::lock_guard<std::mutex> lk(error_mu_);
-        error.swap(error_);
+    if (failed_.load(std::memory_order_acquire)) {  // every task has finished: no one writes error_ now
+        std::exception_ptr error;
+        {
+            std::lock_guard<std::mutex> lk(error_mu_);
+            error.swap(error_);
+            failed_.store(false, std::memory_order_relaxed);
+        }
+        std::rethrow_exception(error);
     }
-    if (error) std::rethrow_exception(error);
 }
 
 bool ThreadPool::solo(Clock::time_point now) {

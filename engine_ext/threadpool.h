@@ -88,6 +88,7 @@ private:
     std::atomic<const std::function<void(int)>*> fn_{nullptr};
     std::mutex error_mu_;
     std::exception_ptr error_;  // the first exception of the current call's tasks
+    std::atomic<bool> failed_{false};  // error_ is set (read without the lock on every call)
     uint64_t gen_ = 0;
     std::mutex call_mu_;  // one parallel_for at a time
     // the fallback's state, touched only under call_mu_
