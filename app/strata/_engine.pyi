@@ -338,6 +338,17 @@ class _Ops:
                     attached: bool = False, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(x + y, rmsnorm(x + y)) through Backend::add_rmsnorm; attached: the arrays attached to the
         backend for the call (its device-resident path)."""
+    def swiglu_matmul(self, backend: str, g: np.ndarray, u: np.ndarray, w: np.ndarray, format: str, rows: int,
+                      attached: bool = False, threads: int = 1) -> np.ndarray:
+        """(silu(g) * u) W^T through Backend::swiglu_matmul; g and u (T, n), W (rows, n) in `format`."""
+    def rmsnorm_rotary(self, backend: str, x: np.ndarray, w: np.ndarray, eps: float, p0: int,
+                       inv_freq: np.ndarray, attached: bool = False, threads: int = 1) -> np.ndarray:
+        """x (rows, heads, dim) normed per head with w (dim), then rotated at positions p0.. (Backend::rmsnorm_rotary)."""
+    def moe_combine_add_rmsnorm(self, backend: str, D: np.ndarray, slot: np.ndarray, w: np.ndarray,
+                                shared: np.ndarray | None, shared_gate: np.ndarray | None, x: np.ndarray,
+                                norm_w: np.ndarray, eps: float = 1e-6, attached: bool = False,
+                                threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(x + moe_combine(...), rmsnorm of that) through Backend::moe_combine_add_rmsnorm."""
     def copy_many(self, backend: str, src: np.ndarray, dst_size: int, jobs: np.ndarray, attached: bool = False,
                   threads: int = 1) -> np.ndarray:
         """Backend::copy_many over a flat src into a flat dst of dst_size floats (starting as -1); jobs
