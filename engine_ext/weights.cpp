@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 #include "window_model.h"
 
@@ -45,6 +47,9 @@ constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kChunkBytes = size_t(64) << 20;
 bool want_huge_pages() {
     const char* v = std::getenv("STRATA_HUGE_PAGES");
+    if (v && std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+        throw std::invalid_argument(std::string("STRATA_HUGE_PAGES='") + v +
+                                    "': use 0 or 1 (1, the default: weight copies on 2 MiB pages)");
     return !(v && std::strcmp(v, "0") == 0);
 }
 }  // namespace
@@ -78,6 +83,7 @@ uint8_t* WeightSource::CopyArena::alloc(size_t nbytes) {
 std::string layer_name(int l, const char* rest) { return "layers." + std::to_string(l) + "." + rest; }
 
 WeightSource::WeightSource(const std::vector<TensorRef>& tensors) : tensors_(tensors) {
+    want_huge_pages();  // a bad setting is an error at load, whether or not a copy is made
     for (size_t i = 0; i < tensors_.size(); ++i) {
         if (!index_.emplace(tensors_[i].name, i).second)
             throw ModelError("tensor " + tensors_[i].name + " is listed twice (" + tensors_[i].path + ")");

@@ -125,6 +125,18 @@ def test_pool_fallback_setting_is_0_or_1(model, monkeypatch, capsys, tmp_path):
     assert strata.load(model, threads=2).threads == 2
 
 
+def test_huge_pages_setting_is_0_or_1(model, monkeypatch):
+    """STRATA_HUGE_PAGES takes 0 or 1, checked at every load (it was read only where a weight copy
+    is made, and any other value silently meant 1)."""
+    monkeypatch.setenv("STRATA_HUGE_PAGES", "bogus")
+    with pytest.raises(strata.UsageError) as info:
+        strata.load(model, threads=1)
+    assert str(info.value).startswith("STRATA_HUGE_PAGES='bogus': use 0 or 1") and "\n" not in str(info.value)
+    for ok in ("0", "1"):
+        monkeypatch.setenv("STRATA_HUGE_PAGES", ok)
+        assert strata.load(model, threads=1).threads == 1
+
+
 def test_engines_with_sleeping_workers_shut_down(model):
     for _ in range(5):
         eng = strata.load(model, threads=4)

@@ -47,10 +47,12 @@ def default_threads() -> int:
 
 
 def check_pool_setting() -> None:
-    """STRATA_POOL_ADAPT, read by the engine's thread pool: unset or 1 (fall back to the calling
-    thread while the pool's threads get about one core), or 0 (never); another value is a
-    one-line error here rather than the engine's exception."""
-    v = os.environ.get("STRATA_POOL_ADAPT")
-    if v is not None and v not in ("0", "1"):
-        raise UsageError(f"STRATA_POOL_ADAPT={v!r}: use 0 or 1 (1, the default: one thread while the pool gets "
-                         "about one core)")
+    """The engine's 0/1 switches, read in C++: STRATA_POOL_ADAPT (the thread pool: unset or 1, fall
+    back to the calling thread while the pool's threads get about one core; 0, never) and
+    STRATA_HUGE_PAGES (unset or 1, weight copies on 2 MiB pages; 0, small pages). Another value is
+    a one-line error here rather than the engine's exception."""
+    for name, what in (("STRATA_POOL_ADAPT", "one thread while the pool gets about one core"),
+                       ("STRATA_HUGE_PAGES", "weight copies on 2 MiB pages")):
+        v = os.environ.get(name)
+        if v is not None and v not in ("0", "1"):
+            raise UsageError(f"{name}={v!r}: use 0 or 1 (1, the default: {what})")
