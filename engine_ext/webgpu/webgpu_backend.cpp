@@ -202,6 +202,33 @@ private:
     std::vector<Back> backs_;
 };
 
+namespace {
+// moe_combine's inputs, as moe_combine and moe_combine_add_rmsnorm both bind them.
+struct CombineIn {
+    BufRef D, slot, w, shared, gate;
+    uint32_t n_slots;
+};
+CombineIn combine_inputs(OpArgs& a, const float* D, const int* slot, const float* w, int n, int k, int H,
+                         const float* shared, const float* shared_gate) {
+    uint64_t nk = uint64_t(n) * k, ny = uint64_t(n) * H;
+    std::vector<uint32_t> u(nk);
+    int max_slot = 0;
+    for (size_t i = 0; i < nk; ++i) {
+        if (slot[i] < 0) throw std::out_of_range("moe_combine: negative slot");
+        u[i] = uint32_t(slot[i]);
+        max_slot = std::max(max_slot, slot[i]);
+    }
+    CombineIn c;
+    c.D = a.in(span(D, uint64_t(max_slot + 1) * H), "expert outputs");
+    c.slot = a.in_u32(u.data(), u.size());
+    c.w = a.in(span(w, nk), "expert weights");
+    c.shared = shared ? a.in(span(shared, ny), "shared") : BufRef();
+    c.gate = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
+    c.n_slots = uint32_t(max_slot + 1);
+    return c;
+}
+}  // namespace
+
 WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     : device_(std::make_unique<Device>(options)),
       kernels_(std::make_unique<Kernels>(*device_)),
@@ -924,22 +951,10 @@ void WebGpuBackend::moe_combine(const float* D, const int* slot, const float* w,
                                 const float* shared, const float* shared_gate, float* out) {
     if (n <= 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t nk = uint64_t(n) * k, ny = uint64_t(n) * H;
-    std::vector<uint32_t> u(nk);
-    int max_slot = 0;
-    for (size_t i = 0; i < nk; ++i) {
-        if (slot[i] < 0) throw std::out_of_range("moe_combine: negative slot");
-        u[i] = uint32_t(slot[i]);
-        max_slot = std::max(max_slot, slot[i]);
-    }
     OpArgs a(*this);
-    BufRef bD = a.in(span(D, uint64_t(max_slot + 1) * H), "expert outputs");
-    BufRef bs = a.in_u32(u.data(), u.size());
-    BufRef bw = a.in(span(w, nk), "expert weights");
-    BufRef bsh = shared ? a.in(span(shared, ny), "shared") : BufRef();
-    BufRef bsg = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
-    BufRef y = a.out(span(out, ny), "moe out");
-    kernels_->moe_combine(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H), bsh, bsg, y);
+    CombineIn c = combine_inputs(a, D, slot, w, n, k, H, shared, shared_gate);
+    BufRef y = a.out(span(out, uint64_t(n) * H), "moe out");
+    kernels_->moe_combine(rec_, c.D, c.n_slots, c.slot, c.w, uint32_t(n), uint32_t(k), uint32_t(H), c.shared, c.gate, y);
     a.done();
 }
 
@@ -953,26 +968,15 @@ void WebGpuBackend::moe_combine_add_rmsnorm(const float* D, const int* slot, con
     if (!fold_ || then.out.hs != 0 || fold_hint(then.w, int(then.out.ld), H))
         return Backend::moe_combine_add_rmsnorm(D, slot, w, n, k, H, shared, shared_gate, out, then);
     std::lock_guard<std::mutex> lock(mutex_);
-    uint64_t nk = uint64_t(n) * k, ny = uint64_t(n) * H;
-    std::vector<uint32_t> u(nk);
-    int max_slot = 0;
-    for (size_t i = 0; i < nk; ++i) {
-        if (slot[i] < 0) throw std::out_of_range("moe_combine: negative slot");
-        u[i] = uint32_t(slot[i]);
-        max_slot = std::max(max_slot, slot[i]);
-    }
+    const uint64_t ny = uint64_t(n) * H;
     OpArgs a(*this);
-    BufRef bD = a.in(span(D, uint64_t(max_slot + 1) * H), "expert outputs");
-    BufRef bs = a.in_u32(u.data(), u.size());
-    BufRef bw = a.in(span(w, nk), "expert weights");
-    BufRef bsh = shared ? a.in(span(shared, ny), "shared") : BufRef();
-    BufRef bsg = shared ? a.in(span(shared_gate, n), "shared gate") : BufRef();
+    CombineIn c = combine_inputs(a, D, slot, w, n, k, H, shared, shared_gate);
     BufRef bnw = a.in(span(then.w, H), "norm weight");
     BufRef bx = a.inout(span(then.x, ny), "x");
     BufRef bh = a.out(View{then.out.p, n, then.out.ld, 1, 0, H}, "y");
     producing(then.w, then.out.p, n, int(then.out.ld), H);  // (null: fold_hint said so) made_q_ as add_rmsnorm sets it
-    kernels_->moe_combine_add_rmsnorm(rec_, bD, uint32_t(max_slot + 1), bs, bw, uint32_t(n), uint32_t(k), uint32_t(H),
-                                      bsh, bsg, bx, bnw, bh, then.eps);
+    kernels_->moe_combine_add_rmsnorm(rec_, c.D, c.n_slots, c.slot, c.w, uint32_t(n), uint32_t(k), uint32_t(H),
+                                      c.shared, c.gate, bx, bnw, bh, then.eps);
     a.done();
 }
 
