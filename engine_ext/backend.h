@@ -176,6 +176,13 @@ public:
     virtual void causal_conv(const ConvArgs& a) = 0;
     virtual void gdn_inputs(const GdnInputsArgs& a) = 0;
     virtual void gdn_step(const GdnStepArgs& a) = 0;
+    // gdn_inputs(in), then gdn_step(st) on what it wrote (st.q, st.k, st.v, st.decay, st.beta are
+    // in.q, in.k, in.v, in.decay, in.beta), where the caller reads none of those afterwards: a
+    // backend may fuse the two and leave them unwritten; out and S equal the two ops'.
+    virtual void gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& st) {
+        gdn_inputs(in);
+        gdn_step(st);
+    }
     // logits [n][E] -> idx/weights [n][k] in rank order.
     virtual void router_topk(const float* logits, int n, int n_experts, int k, bool renormalize, int* idx,
                              float* weights) = 0;

@@ -25,15 +25,7 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> beta: array<f32>;
 
 const WG: u32 = {{WG}}u;
-
-// torch's softplus (threshold 20) with log1p(e) kept accurate for small e
-fn softplus(x: f32) -> f32 {
-    if (x > 20.0) { return x; }
-    let e = exp(x);
-    let u = 1.0 + e;
-    if (u == 1.0) { return e; }
-    return log(u) * (e / (u - 1.0));
-}
+{{include gdn_inputs_value.wgsl}}
 
 @compute @workgroup_size({{WG}})
 fn gdn_inputs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
@@ -47,29 +39,8 @@ fn gdn_inputs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
         let hk = i % p.Hk;
         let qb = t * conv_dim + hk * p.Dk;
         let kb = qb + key_dim;
-        var sq = 0.0;
-        var sk = 0.0;
-        // four loads of each issued before their sums (same order, same bits): one thread walks
-        // a whole head, which was a chain of memory latencies (~40 us a layer on the H200)
-        var d = 0u;
-        for (; d + 4u <= p.Dk; d += 4u) {
-            let q4 = vec4<f32>(conv[qb + d], conv[qb + d + 1u], conv[qb + d + 2u], conv[qb + d + 3u]);
-            let k4 = vec4<f32>(conv[kb + d], conv[kb + d + 1u], conv[kb + d + 2u], conv[kb + d + 3u]);
-            sq = sq + q4.x * q4.x;
-            sk = sk + k4.x * k4.x;
-            sq = sq + q4.y * q4.y;
-            sk = sk + k4.y * k4.y;
-            sq = sq + q4.z * q4.z;
-            sk = sk + k4.z * k4.z;
-            sq = sq + q4.w * q4.w;
-            sk = sk + k4.w * k4.w;
-        }
-        for (; d < p.Dk; d++) {
-            sq = sq + conv[qb + d] * conv[qb + d];
-            sk = sk + conv[kb + d] * conv[kb + d];
-        }
-        let iq = 1.0 / sqrt(sq + 1e-6);
-        let ik = 1.0 / sqrt(sk + 1e-6);
+        let iq = gdn_inv_norm(gdn_sum_sq(qb, p.Dk));
+        let ik = gdn_inv_norm(gdn_sum_sq(kb, p.Dk));
         let ob = t * key_dim + hk * p.Dk;
         for (var d = 0u; d < p.Dk; d++) {
             q[ob + d] = (conv[qb + d] * iq) * qscale;
@@ -79,9 +50,8 @@ fn gdn_inputs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
     for (var i = gid.x; i < p.T * p.Hv; i += stride) {
         let t = i / p.Hv;
         let h = i % p.Hv;
-        let g = A[h] * softplus(a_in[p.a_off + t * p.ld_ba + h] + dt_bias[h]);
-        decay[i] = exp(g);
-        beta[i] = 1.0 / (1.0 + exp(-b_in[p.b_off + t * p.ld_ba + h]));
+        decay[i] = gdn_decay(A[h], a_in[p.a_off + t * p.ld_ba + h], dt_bias[h]);
+        beta[i] = gdn_beta(b_in[p.b_off + t * p.ld_ba + h]);
     }
     for (var i = gid.x; i < p.T * value_dim; i += stride) {
         let t = i / value_dim;

@@ -883,6 +883,45 @@ def test_fused_norm_rows_are_batch_invariant(backend):
             np.testing.assert_array_equal(got[i][r], base[i][0], err_msg=f"moe_combine_add_rmsnorm T={T} row {r} output {i}")
 
 
+def _gdn_window(rng, T, nk, r, dk, dv):
+    nv = nk * r
+    cd = 2 * nk * dk + nv * dv
+    return (_f(rng.standard_normal((T, cd))), _f(rng.standard_normal((T, nv))), _f(rng.standard_normal((T, nv)) * 3),
+            _f(-np.exp(rng.standard_normal(nv))), _f(rng.standard_normal(nv)),
+            _f(rng.standard_normal((nv, dk, dv)) * 0.1))
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["S0", "in-place"])
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gdn_inputs_step_equals_the_two_ops(backend, attached, in_place):
+    # the webgpu backend folds gdn_inputs into gdn_step (key head dims a multiple of 8; others
+    # take the two ops): the state and outputs are the two ops' bit for bit
+    rng = np.random.default_rng(zlib.crc32(f"gdn_inputs_step/{backend}/{attached}/{in_place}".encode()))
+    for T, nk, r, dk, dv in ((1, 2, 2, 64, 64), (5, 1, 3, 16, 24), (3, 2, 1, 128, 128), (2, 1, 2, 12, 8),
+                             (4, 16, 2, 128, 128)):
+        conv, b, a, A, dt, S0 = _gdn_window(rng, T, nk, r, dk, dv)
+        S, out = ops.gdn_inputs_step(backend, conv, b, a, A, dt, S0, nk, in_place=in_place, attached=attached)
+        q, k, v, dec, beta = ops.gdn_inputs(backend, conv, b, a, A, dt, nk, dk, dv)
+        want_S, want_out = ops.gdn_step(backend, S0, q, k, v, dec, beta, nk)
+        np.testing.assert_array_equal(out, want_out, err_msg=f"T={T} {nk}x{r} dk {dk} dv {dv} out")
+        np.testing.assert_array_equal(S, want_S, err_msg=f"T={T} {nk}x{r} dk {dk} dv {dv} state")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gdn_inputs_step_rows_are_batch_invariant(backend):
+    # row t of the fused GDN step depends on the state and rows 0..t only, whatever T
+    rng = np.random.default_rng(zlib.crc32(f"gdn_inputs_step-rows/{backend}".encode()))
+    nk, r, dk, dv = 2, 2, 64, 32
+    conv, b, a, A, dt, S0 = _gdn_window(rng, 16, nk, r, dk, dv)
+    S16, full = ops.gdn_inputs_step(backend, conv, b, a, A, dt, S0, nk, attached=True)
+    for T in range(1, 17):
+        S, out = ops.gdn_inputs_step(backend, conv[:T].copy(), b[:T].copy(), a[:T].copy(), A, dt, S0, nk,
+                                     attached=True)
+        np.testing.assert_array_equal(out, full[:T], err_msg=f"T={T}")
+    np.testing.assert_array_equal(S, S16)
+
+
 def _copy_many_reference(src, dst_size, jobs):
     dst = np.full(dst_size, -1.0, dtype=np.float32)
     for rows, heads, dim, so, sld, shs, do, dld, dhs in jobs:

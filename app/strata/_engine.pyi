@@ -344,6 +344,11 @@ class _Ops:
     def rmsnorm_rotary(self, backend: str, x: np.ndarray, w: np.ndarray, eps: float, p0: int,
                        inv_freq: np.ndarray, attached: bool = False, threads: int = 1) -> np.ndarray:
         """x (rows, heads, dim) normed per head with w (dim), then rotated at positions p0.. (Backend::rmsnorm_rotary)."""
+    def gdn_inputs_step(self, backend: str, conv: np.ndarray, b: np.ndarray, a: np.ndarray, A: np.ndarray,
+                        dt_bias: np.ndarray, S0: np.ndarray, n_k: int, in_place: bool = False,
+                        attached: bool = False, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(S, out): gdn_inputs then gdn_step through Backend::gdn_inputs_step (the step inputs scratch);
+        in_place: S0 and S one array."""
     def moe_combine_add_rmsnorm(self, backend: str, D: np.ndarray, slot: np.ndarray, w: np.ndarray,
                                 shared: np.ndarray | None, shared_gate: np.ndarray | None, x: np.ndarray,
                                 norm_w: np.ndarray, eps: float = 1e-6, attached: bool = False,

@@ -295,7 +295,6 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     gi.v = v;
     gi.decay = de;
     gi.beta = be_;
-    be.gdn_inputs(gi);
     float* O = sc.alloc<float>(size_t(n) * value_dim_);
     GdnStepArgs st;
     st.S0 = first ? S_.data() : S_scr_.data();
@@ -311,7 +310,12 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     st.d_k = dk;
     st.d_v = dv;
     st.out = O;
-    be.gdn_step(st);
+    if (keep_rows_) {  // the fold reads the step inputs later
+        be.gdn_inputs(gi);
+        be.gdn_step(st);
+    } else {
+        be.gdn_inputs_step(gi, st);
+    }
     be.gated_rmsnorm({O, value_dim_, dv}, {P + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
     const float* o_in = O;
     if (s.lin_v_tiled) {  // the output projection's input columns are in the file's head order

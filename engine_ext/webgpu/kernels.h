@@ -205,6 +205,12 @@ public:
     void gdn_step(Recorder& r, const BufRef& S0, const BufRef& S, const BufRef& q, const BufRef& k,
                   const BufRef& v, const BufRef& decay, const BufRef& beta, const BufRef& out, uint32_t T,
                   uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv);
+    // gdn_inputs then gdn_step in one dispatch, the step inputs not written (shaders/gdn_fused.wgsl);
+    // out and S as the two kernels compute them. Needs Dk a multiple of kGdnParts.
+    void gdn_inputs_step(Recorder& r, const BufRef& conv, const BufRef& b, const BufRef& a, uint32_t ld_ba,
+                         const BufRef& A, const BufRef& dt_bias, const BufRef& S0, const BufRef& S,
+                         const BufRef& out, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv,
+                         uint32_t b_off, uint32_t a_off);
     // shared / shared_gate may be null (no shared expert)
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,

@@ -876,6 +876,35 @@ void WebGpuBackend::gdn_inputs(const GdnInputsArgs& p) {
     a.done();
 }
 
+// gdn_inputs and gdn_step in one dispatch (gdn_fused.wgsl: each step workgroup computes the
+// inputs it reads), where the layer keeps none of the step inputs; out and S as the two ops
+// write them. Elsewhere (STRATA_WEBGPU_FOLD=0, a key head dim gdn_step runs with one thread per
+// column, arguments that do not chain), the two ops.
+void WebGpuBackend::gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& st) {
+    if (!fold_ || in.n <= 0 || st.n != in.n || st.q != in.q || st.k != in.k || st.v != in.v ||
+        st.decay != in.decay || st.beta != in.beta || st.n_k != in.n_k || st.n_v != in.n_v || st.d_k != in.d_k ||
+        st.d_v != in.d_v || !st.out || in.n_k <= 0 || in.n_v % in.n_k != 0 || in.d_k % Kernels::kGdnParts != 0 ||
+        in.d_k > 256)
+        return Backend::gdn_inputs_step(in, st);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint32_t T = uint32_t(in.n), Hk = uint32_t(in.n_k), Hv = uint32_t(in.n_v), Dk = uint32_t(in.d_k),
+             Dv = uint32_t(in.d_v);
+    uint64_t val = uint64_t(T) * Hv * Dv, ns = uint64_t(Hv) * Dk * Dv;
+    uint64_t conv_dim = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
+    uint64_t ba = uint64_t(T - 1) * in.ld_ba + Hv;
+    OpArgs a(*this);
+    BufRef conv = a.in(span(in.conv, T * conv_dim), "conv");
+    uint32_t b_off = 0, a_off = 0;
+    BufRef bb = a.in_whole(in.b, ba, b_off, "b"), baa = a.in_whole(in.a, ba, a_off, "a");
+    BufRef bA = a.in(span(in.A, Hv), "A"), bdt = a.in(span(in.dt_bias, Hv), "dt_bias");
+    BufRef S0 = a.in(span(st.S0, ns), "S0");
+    BufRef S = a.out(span(st.S, ns), "state");
+    BufRef out = a.out(span(st.out, val), "gdn out");
+    kernels_->gdn_inputs_step(rec_, conv, bb, baa, uint32_t(in.ld_ba), bA, bdt, S0, S, out, T, Hk, Hv, Dk, Dv, b_off,
+                              a_off);
+    a.done();
+}
+
 void WebGpuBackend::gdn_step(const GdnStepArgs& p) {
     uint64_t ns = uint64_t(p.n_v) * p.d_k * p.d_v;
     if (p.n <= 0) {

@@ -1,0 +1,110 @@
+// gdn_inputs and gdn_step in one dispatch (the backend's gdn_inputs_step, where the step's
+// inputs are scratch): the workgroups of gdn.wgsl's gdn_step, (value head, block of CWG / PARTS
+// columns), each computing the inputs it reads itself, with gdn_inputs_value.wgsl (the text
+// gdn_inputs uses), per row: its key head's q and k sums of squares (one thread each, in
+// gdn_inputs' order), decay and beta of its head, then the normalised q and k of the head into
+// workgroup memory. The step's arithmetic is gdn_step's, so out and the state equal the two
+// ops' bit for bit; every workgroup of a key head redoes its norms (redundant work, no read of
+// another workgroup's values). The step inputs are not written.
+struct Params {
+    T: u32,
+    Hk: u32,
+    Hv: u32,
+    Dk: u32,
+    Dv: u32,
+    ld_ba: u32,
+    b_off: u32,  // first float of b in b_in, of a in a_in (the projection rows, where they lie)
+    a_off: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> conv: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b_in: array<f32>;
+@group(0) @binding(3) var<storage, read_write> a_in: array<f32>;
+@group(0) @binding(4) var<storage, read_write> A: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dt_bias: array<f32>;
+@group(0) @binding(6) var<storage, read_write> s0: array<f32>;
+@group(0) @binding(7) var<storage, read_write> state: array<f32>;
+@group(0) @binding(8) var<storage, read_write> out: array<f32>;
+
+{{include gdn_inputs_value.wgsl}}
+
+const CWG: u32 = {{CWG}}u;  // threads per workgroup
+const DK: u32 = {{DK}}u;
+const PARTS: u32 = {{PARTS}}u;
+const CB: u32 = CWG / PARTS;  // columns per workgroup
+const DP: u32 = DK / PARTS;   // rows of S per thread
+var<workgroup> red: array<f32, CWG>;
+var<workgroup> qs: array<f32, DK>;
+var<workgroup> ks: array<f32, DK>;
+var<workgroup> sums: array<f32, 4>;  // q and k sums of squares, decay, beta of the row
+
+// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
+fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
+    red[lid] = x;
+    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
+    }
+    workgroupBarrier();
+    let r = red[cc];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size({{CWG}})
+fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let h = wid.x;
+    let kh = h / (p.Hv / p.Hk);
+    let key_dim = p.Hk * DK;
+    let conv_dim = 2u * key_dim + p.Hv * p.Dv;
+    let qscale = 1.0 / sqrt(f32(p.Dk));  // as gdn_inputs computes it (not a constant)
+    let sbase = h * DK * p.Dv;
+    let part = lid / CB;
+    let cc = lid % CB;
+    let col = wid.y * CB + cc;
+    let live = col < p.Dv;
+    let i0 = part * DP;
+    var s: array<f32, DP>;
+    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
+    }
+    for (var t = 0u; t < p.T; t++) {
+        // the row's inputs (gdn_inputs' values; the previous row's reads ended in sum_parts)
+        let qb = t * conv_dim + kh * DK;
+        let kb = qb + key_dim;
+        if (lid == 0u) { sums[0] = gdn_sum_sq(qb, DK); }
+        if (lid == 1u) { sums[1] = gdn_sum_sq(kb, DK); }
+        if (lid == 2u) { sums[2] = gdn_decay(A[h], a_in[p.a_off + t * p.ld_ba + h], dt_bias[h]); }
+        if (lid == 3u) { sums[3] = gdn_beta(b_in[p.b_off + t * p.ld_ba + h]); }
+        workgroupBarrier();
+        let iq = gdn_inv_norm(sums[0]);
+        let ik = gdn_inv_norm(sums[1]);
+        for (var d = lid; d < DK; d += CWG) {
+            qs[d] = (conv[qb + d] * iq) * qscale;
+            ks[d] = conv[kb + d] * ik;
+        }
+        let decay = sums[2];
+        let beta = sums[3];
+        workgroupBarrier();
+        var kv = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] * decay;
+            kv = kv + s[c] * ks[i0 + c];
+        }
+        kv = sum_parts(lid, part, cc, kv);
+        var delta = 0.0;
+        if (live) { delta = (conv[t * conv_dim + 2u * key_dim + h * p.Dv + col] - kv) * beta; }
+        var o = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] + ks[i0 + c] * delta;
+            o = o + s[c] * qs[i0 + c];
+        }
+        o = sum_parts(lid, part, cc, o);
+        if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
+    }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
+    }
+}
