@@ -183,6 +183,13 @@ public:
         gdn_inputs(in);
         gdn_step(st);
     }
+    // causal_conv(conv), then gdn_inputs_step(in, st) on what it wrote (in.conv is conv.out; no
+    // conv.x_rows), where the caller reads neither the conv output nor the step inputs: a backend
+    // may fuse the three and leave those unwritten; out and S equal the three ops'.
+    virtual void conv_gdn_inputs_step(const ConvArgs& conv, const GdnInputsArgs& in, const GdnStepArgs& st) {
+        causal_conv(conv);
+        gdn_inputs_step(in, st);
+    }
     // logits [n][E] -> idx/weights [n][k] in rank order.
     virtual void router_topk(const float* logits, int n, int n_experts, int k, bool renormalize, int* idx,
                              float* weights) = 0;

@@ -401,7 +401,8 @@ struct AttachScope {
 };
 
 // The composite ops a backend may fuse (Backend::add_rmsnorm, Backend::copy_many,
-// Backend::swiglu_matmul, rmsnorm_rotary, moe_combine_add_rmsnorm, gdn_inputs_step): not in the
+// Backend::swiglu_matmul, rmsnorm_rotary, moe_combine_add_rmsnorm, gdn_inputs_step,
+// conv_gdn_inputs_step): not in the
 // Op table (their default is the plain ops in sequence); the per-op test checks them apart.
 void register_fused_calls(py::module_& o) {
     o.def("add_rmsnorm",
@@ -547,6 +548,94 @@ void register_fused_calls(py::module_& o) {
           py::arg("backend"), py::arg("conv"), py::arg("b"), py::arg("a"), py::arg("A"), py::arg("dt_bias"),
           py::arg("S0"), py::arg("n_k"), py::arg("in_place") = false, py::arg("attached") = false,
           py::arg("threads") = 1);
+    o.def("conv_gdn_inputs_step",
+          [](const std::string& b, const F32& x, const F32& hist, const F32& w, const F32& bb, const F32& aa,
+             const F32& A, const F32& dt_bias, const F32& S0, int n_k, bool in_place, bool attached, int threads) {
+              // causal_conv, gdn_inputs, gdn_step through Backend::conv_gdn_inputs_step (the conv
+              // output and step inputs scratch); x, b and a in one row array [x | pad | b | a] as in
+              // the engine's projection rows
+              Backend& be = backend(b, threads);
+              need(S0.ndim() == 3 && x.ndim() == 2 && w.ndim() == 2 && hist.ndim() == 2,
+                   "conv_gdn_inputs_step: x (n, C), hist (K-1, C), w (C, K), S0 (n_v, d_k, d_v)");
+              const int nv = int(S0.shape(0)), dk = int(S0.shape(1)), dv = int(S0.shape(2)), n = int(x.shape(0));
+              const int C = int(w.shape(0)), K = int(w.shape(1));
+              need(n_k > 0 && nv % n_k == 0 && dv <= 512 && A.size() == nv && dt_bias.size() == nv,
+                   "conv_gdn_inputs_step: n_v a multiple of n_k, d_v <= 512, A and dt_bias (n_v)");
+              need(C == 2 * n_k * dk + nv * dv && x.shape(1) == C && hist.shape(0) == K - 1 && hist.shape(1) == C &&
+                       bb.size() == int64_t(n) * nv && aa.size() == int64_t(n) * nv,
+                   "conv_gdn_inputs_step: x (n, 2*n_k*d_k + n_v*d_v), hist (K-1, C), b, a (n, n_v)");
+              const int ld = C + 1 + 2 * nv;
+              std::vector<float> rows(size_t(n) * ld, 0.0f);
+              for (int t = 0; t < n; ++t) {
+                  std::memcpy(rows.data() + size_t(t) * ld, x.data() + size_t(t) * C, sizeof(float) * C);
+                  for (int h = 0; h < nv; ++h) {
+                      rows[size_t(t) * ld + C + 1 + h] = bb.data()[size_t(t) * nv + h];
+                      rows[size_t(t) * ld + C + 1 + nv + h] = aa.data()[size_t(t) * nv + h];
+                  }
+              }
+              std::vector<float> hh(hist.data(), hist.data() + hist.size()), ww(w.data(), w.data() + w.size());
+              std::vector<float> AA(A.data(), A.data() + nv), dt(dt_bias.data(), dt_bias.data() + nv);
+              std::vector<float> s0(S0.data(), S0.data() + S0.size()), cv(size_t(n) * C);
+              std::vector<float> q(size_t(n) * n_k * dk), k(q.size()), v(size_t(n) * nv * dv), dec(size_t(n) * nv),
+                  beta(dec.size());
+              F32 S = out_like({nv, dk, dv}), out = out_like({n, nv * dv});
+              float* ps = S.mutable_data();
+              if (in_place) std::memcpy(ps, s0.data(), sizeof(float) * s0.size());
+              ConvArgs ca;
+              ca.x = rows.data();
+              ca.ldx = ld;
+              ca.hist = hh.data();
+              ca.w = ww.data();
+              ca.n = n;
+              ca.channels = C;
+              ca.K = K;
+              ca.out = cv.data();
+              GdnInputsArgs gi;
+              gi.conv = cv.data();
+              gi.b = rows.data() + C + 1;
+              gi.a = gi.b + nv;
+              gi.ld_ba = ld;
+              gi.A = AA.data();
+              gi.dt_bias = dt.data();
+              gi.n = n;
+              gi.n_k = n_k;
+              gi.n_v = nv;
+              gi.d_k = dk;
+              gi.d_v = dv;
+              gi.q = q.data();
+              gi.k = k.data();
+              gi.v = v.data();
+              gi.decay = dec.data();
+              gi.beta = beta.data();
+              GdnStepArgs st;
+              st.S0 = in_place ? ps : s0.data();
+              st.S = ps;
+              st.q = q.data();
+              st.k = k.data();
+              st.v = v.data();
+              st.decay = dec.data();
+              st.beta = beta.data();
+              st.n = n;
+              st.n_k = n_k;
+              st.n_v = nv;
+              st.d_k = dk;
+              st.d_v = dv;
+              st.out = out.mutable_data();
+              {
+                  py::gil_scoped_release rel;
+                  AttachScope sc(be, attached,
+                                 {{rows.data(), rows.size() * 4}, {hh.data(), hh.size() * 4}, {cv.data(), cv.size() * 4},
+                                  {ps, s0.size() * 4}, {s0.data(), s0.size() * 4}, {st.out, v.size() * 4},
+                                  {q.data(), q.size() * 4}, {k.data(), k.size() * 4}, {v.data(), v.size() * 4},
+                                  {dec.data(), dec.size() * 4}, {beta.data(), beta.size() * 4}});
+                  be.conv_gdn_inputs_step(ca, gi, st);
+                  sc.read_back();
+              }
+              return py::make_tuple(S, out);
+          },
+          py::arg("backend"), py::arg("x"), py::arg("hist"), py::arg("w"), py::arg("b"), py::arg("a"), py::arg("A"),
+          py::arg("dt_bias"), py::arg("S0"), py::arg("n_k"), py::arg("in_place") = false,
+          py::arg("attached") = false, py::arg("threads") = 1);
     o.def("moe_combine_add_rmsnorm",
           [](const std::string& b, const F32& D, const I32& slot, const F32& cw, const py::object& shared,
              const py::object& shared_gate, const F32& x, const F32& w, float eps, bool attached, int threads) {

@@ -22,21 +22,14 @@ struct Params {
 const WG: u32 = {{WG}}u;
 const MAX_H: u32 = 8u;  // Kc - 1 at most (checked on the host)
 
-// Input i of the sequence hist ++ x, with i counted from the start of hist.
-fn input_at(c: u32, i: u32) -> f32 {
-    let hl = p.Kc - 1u;
-    if (i < hl) { return hist[i * p.C + c]; }
-    return x[p.x_off + (i - hl) * p.ldx + c];
-}
+{{include conv_value.wgsl}}
 
 @compute @workgroup_size({{WG}})
 fn causal_conv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) ng: vec3<u32>) {
     let hl = p.Kc - 1u;
     for (var c = gid.x; c < p.C; c += ng.x * WG) {
         for (var t = 0u; t < p.T; t++) {
-            var acc = 0.0;
-            for (var j = 0u; j < p.Kc; j++) { acc = acc + w[c * p.Kc + j] * input_at(c, t + j); }
-            y[t * p.C + c] = acc / (1.0 + exp(-acc));
+            y[t * p.C + c] = conv_silu_at(c, t);
             if (p.keep_x == 1u) { xr[t * p.C + c] = x[p.x_off + t * p.ldx + c]; }
         }
         if (p.commit_rows > 0u) {

@@ -922,6 +922,44 @@ def test_gdn_inputs_step_rows_are_batch_invariant(backend):
     np.testing.assert_array_equal(S, S16)
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["S0", "in-place"])
+@pytest.mark.parametrize("attached", [False, True], ids=["host", "attached"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_gdn_inputs_step_equals_the_three_ops(backend, attached, in_place):
+    # the webgpu backend folds the causal conv and gdn_inputs into gdn_step (key head dims a
+    # multiple of 8; others take the ops apart): the state and outputs are the three ops' bit for bit
+    rng = np.random.default_rng(zlib.crc32(f"conv_gdn_inputs_step/{backend}/{attached}/{in_place}".encode()))
+    for T, nk, r, dk, dv, K in ((1, 2, 2, 64, 64, 4), (5, 1, 3, 16, 24, 4), (3, 2, 1, 128, 128, 2),
+                                (2, 1, 2, 12, 8, 4), (4, 16, 2, 128, 128, 4), (1, 1, 1, 8, 8, 1)):
+        _, b, a, A, dt, S0 = _gdn_window(rng, T, nk, r, dk, dv)
+        C = 2 * nk * dk + nk * r * dv
+        x, hist, w = (_f(rng.standard_normal((T, C))), _f(rng.standard_normal((K - 1, C))),
+                      _f(rng.standard_normal((C, K)) * 0.5))
+        S, out = ops.conv_gdn_inputs_step(backend, x, hist, w, b, a, A, dt, S0, nk, in_place=in_place,
+                                          attached=attached)
+        conv = ops.causal_conv(backend, x, hist, w)
+        q, k, v, dec, beta = ops.gdn_inputs(backend, conv, b, a, A, dt, nk, dk, dv)
+        want_S, want_out = ops.gdn_step(backend, S0, q, k, v, dec, beta, nk)
+        np.testing.assert_array_equal(out, want_out, err_msg=f"T={T} {nk}x{r} dk {dk} dv {dv} K {K} out")
+        np.testing.assert_array_equal(S, want_S, err_msg=f"T={T} {nk}x{r} dk {dk} dv {dv} K {K} state")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_gdn_inputs_step_rows_are_batch_invariant(backend):
+    # row t of the fused conv and GDN step depends on the history, the state and rows 0..t only
+    rng = np.random.default_rng(zlib.crc32(f"conv_gdn_inputs_step-rows/{backend}".encode()))
+    nk, r, dk, dv, K = 2, 2, 64, 32, 4
+    _, b, a, A, dt, S0 = _gdn_window(rng, 16, nk, r, dk, dv)
+    C = 2 * nk * dk + nk * r * dv
+    x, hist, w = _f(rng.standard_normal((16, C))), _f(rng.standard_normal((K - 1, C))), _f(rng.standard_normal((C, K)))
+    S16, full = ops.conv_gdn_inputs_step(backend, x, hist, w, b, a, A, dt, S0, nk, attached=True)
+    for T in range(1, 17):
+        S, out = ops.conv_gdn_inputs_step(backend, x[:T].copy(), hist, w, b[:T].copy(), a[:T].copy(), A, dt, S0, nk,
+                                          attached=True)
+        np.testing.assert_array_equal(out, full[:T], err_msg=f"T={T}")
+    np.testing.assert_array_equal(S, S16)
+
+
 def _copy_many_reference(src, dst_size, jobs):
     dst = np.full(dst_size, -1.0, dtype=np.float32)
     for rows, heads, dim, so, sld, shs, do, dld, dhs in jobs:

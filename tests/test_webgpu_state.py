@@ -335,7 +335,7 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
     # and the q and k rotary into their norms give the logits of STRATA_WEBGPU_FOLD=0 bit for bit,
     # with no swiglu, sigmoid_mul, moe_combine or rotary dispatch left: 3 fewer dispatches per MoE
     # layer and 3 per gated attention layer (this model has no dense FFN layer); in a T=1 window
-    # (no step inputs kept) also gdn_inputs into gdn_step, 1 per GDN layer
+    # (no step inputs kept) also the conv and gdn_inputs into gdn_step, 2 per GDN layer
     import json
     import os
 
@@ -354,14 +354,15 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
         assert saved[1] - saved[0] == 3 * moe_layers + 3 * attention_layers, f"window {window}"
         folded.commit(keep)
         apart.commit(keep)
-    # a T=1 window keeps no GDN step inputs: gdn_inputs goes into gdn_step, one more per GDN layer
+    # a T=1 window keeps no GDN step inputs: the causal conv and gdn_inputs go into gdn_step, two
+    # more per GDN layer
     gdn_layers = cfg["layer_types"].count("linear_attention")
     assert gdn_layers > 0
     for token in (50, 51):
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
         np.testing.assert_array_equal(folded.run([token]), apart.run([token]), err_msg=f"token {token}")
         saved = [e.backend_counters()["dispatches"] - b for e, b in zip((folded, apart), before)]
-        assert saved[1] - saved[0] == 3 * moe_layers + 3 * attention_layers + gdn_layers, f"token {token}"
+        assert saved[1] - saved[0] == 3 * moe_layers + 3 * attention_layers + 2 * gdn_layers, f"token {token}"
         folded.commit(1)
         apart.commit(1)
     counters = folded.backend_counters()
@@ -370,7 +371,7 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
     labels = [k[6:] for k in counters if k.startswith("gpu_n:") and counters[k] > start.get(k, 0)]
     assert any(k.startswith("matmul_routed swiglu+down ") for k in labels)
     assert any(k.startswith("matmul_half_v4 swiglu ") for k in labels)
-    assert "moe_combine_add_rmsnorm" in labels and "rmsnorm_rotary" in labels and "gdn_inputs_step" in labels
+    assert "moe_combine_add_rmsnorm" in labels and "rmsnorm_rotary" in labels and "conv_gdn_inputs_step" in labels
 
 
 def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):

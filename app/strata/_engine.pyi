@@ -349,6 +349,12 @@ class _Ops:
                         attached: bool = False, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """(S, out): gdn_inputs then gdn_step through Backend::gdn_inputs_step (the step inputs scratch);
         in_place: S0 and S one array."""
+    def conv_gdn_inputs_step(self, backend: str, x: np.ndarray, hist: np.ndarray, w: np.ndarray, b: np.ndarray,
+                             a: np.ndarray, A: np.ndarray, dt_bias: np.ndarray, S0: np.ndarray, n_k: int,
+                             in_place: bool = False, attached: bool = False,
+                             threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(S, out): causal_conv, gdn_inputs, gdn_step through Backend::conv_gdn_inputs_step (the conv
+        output and step inputs scratch); x (n, C), hist (K-1, C), w (C, K); in_place: S0 and S one array."""
     def moe_combine_add_rmsnorm(self, backend: str, D: np.ndarray, slot: np.ndarray, w: np.ndarray,
                                 shared: np.ndarray | None, shared_gate: np.ndarray | None, x: np.ndarray,
                                 norm_w: np.ndarray, eps: float = 1e-6, attached: bool = False,

@@ -260,9 +260,6 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     ca.K = K;
     ca.out = C;
     if (keep_rows_) ca.x_rows = pre_.data() + size_t(row0) * conv_dim_;  // the input rows kept for the fold
-    be.causal_conv(ca);
-    // advance the scratch history over these rows: the last K-1 of [history; rows]
-    advance_history(hist.data(), P, W, n, hist_scr_.data());
     // step inputs: straight into the kept per-row buffers when the window keeps them
     float *q, *k, *v, *de, *be_;
     if (keep_rows_) {
@@ -310,11 +307,16 @@ void GdnLayer::run(const float* h, int n, int64_t /*p0*/, int row0, float* out) 
     st.d_k = dk;
     st.d_v = dv;
     st.out = O;
+    // the scratch history advances over these rows (the last K-1 of [history; rows]) after the
+    // conv, which reads the history
     if (keep_rows_) {  // the fold reads the step inputs later
+        be.causal_conv(ca);
+        advance_history(hist.data(), P, W, n, hist_scr_.data());
         be.gdn_inputs(gi);
         be.gdn_step(st);
-    } else {
-        be.gdn_inputs_step(gi, st);
+    } else {  // the conv output and step inputs are scratch: a backend may fuse the three
+        be.conv_gdn_inputs_step(ca, gi, st);
+        advance_history(hist.data(), P, W, n, hist_scr_.data());
     }
     be.gated_rmsnorm({O, value_dim_, dv}, {P + conv_dim_, W, dv}, n, nv, dv, norm_w_.data(), s.eps);
     const float* o_in = O;

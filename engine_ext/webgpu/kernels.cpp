@@ -766,6 +766,38 @@ void Kernels::gdn_inputs_step(Recorder& r, const BufRef& conv, const BufRef& b, 
                &p, sizeof p, {conv, b, a, A, dt_bias, S0, S, out}, Hv, (Dv + columns - 1) / columns);
 }
 
+void Kernels::conv_gdn_inputs_step(Recorder& r, const BufRef& x, uint32_t x_off, uint32_t ldx, const BufRef& w,
+                                   const BufRef& hist, uint32_t Kc, const BufRef& b, const BufRef& a, uint32_t ld_ba,
+                                   const BufRef& A, const BufRef& dt_bias, const BufRef& S0, const BufRef& S,
+                                   const BufRef& out, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv,
+                                   uint32_t b_off, uint32_t a_off) {
+    check(Hk > 0 && Hv % Hk == 0, "conv_gdn_inputs_step", "value heads must be a multiple of key heads");
+    check(Dk > 0 && Dk <= 256 && Dk % kGdnParts == 0, "conv_gdn_inputs_step",
+          "key head dim " + std::to_string(Dk) + " not a multiple of " + std::to_string(kGdnParts) + " in 1..256");
+    check(Kc >= 1 && Kc <= 9, "conv_gdn_inputs_step", "kernel size " + std::to_string(Kc) + " outside 1..9");
+    check(ld_ba >= Hv, "conv_gdn_inputs_step", "b/a row stride below the value heads");
+    const uint64_t C = 2ull * Hk * Dk + uint64_t(Hv) * Dv;
+    check(C <= UINT32_MAX && ldx >= C, "conv_gdn_inputs_step", "x row stride below the channels");
+    need(x, x_off + uint64_t(T - 1) * ldx + C, "conv_gdn_inputs_step", "x");
+    need(w, C * Kc, "conv_gdn_inputs_step", "conv weight");
+    need(hist, C * (Kc - 1), "conv_gdn_inputs_step", "history");
+    need(b, b_off + uint64_t(T - 1) * ld_ba + Hv, "conv_gdn_inputs_step", "b");
+    need(a, a_off + uint64_t(T - 1) * ld_ba + Hv, "conv_gdn_inputs_step", "a");
+    need(A, Hv, "conv_gdn_inputs_step", "A");
+    need(dt_bias, Hv, "conv_gdn_inputs_step", "dt_bias");
+    need(S0, uint64_t(Hv) * Dk * Dv, "conv_gdn_inputs_step", "S0");
+    need(S, uint64_t(Hv) * Dk * Dv, "conv_gdn_inputs_step", "S");
+    need(out, uint64_t(T) * Hv * Dv, "conv_gdn_inputs_step", "out");
+    struct {
+        uint32_t T, Hk, Hv, Dk, Dv, ld_ba, b_off, a_off, C, Kc, x_off, ldx;
+    } p{T, Hk, Hv, Dk, Dv, ld_ba, b_off, a_off, uint32_t(C), Kc, x_off, ldx};
+    const uint32_t columns = kWorkgroup / kGdnParts;  // gdn_step's workgroups
+    r.dispatch(pipeline("gdn_conv_fused.wgsl", "conv_gdn_inputs_step",
+                        {{"DK", std::to_string(Dk)}, {"DK2", std::to_string(2 * Dk)},
+                         {"CWG", std::to_string(kWorkgroup)}, {"PARTS", std::to_string(kGdnParts)}}),
+               &p, sizeof p, {x, w, hist, b, a, A, dt_bias, S0, S, out}, Hv, (Dv + columns - 1) / columns);
+}
+
 void Kernels::moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                           uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,
                           const BufRef& out) {

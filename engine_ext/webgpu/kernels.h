@@ -211,6 +211,13 @@ public:
                          const BufRef& A, const BufRef& dt_bias, const BufRef& S0, const BufRef& S,
                          const BufRef& out, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv,
                          uint32_t b_off, uint32_t a_off);
+    // causal_conv (kernel Kc, history hist, input rows x at x_off + t * ldx), then gdn_inputs_step
+    // in one dispatch, the conv output not written either (shaders/gdn_conv_fused.wgsl).
+    void conv_gdn_inputs_step(Recorder& r, const BufRef& x, uint32_t x_off, uint32_t ldx, const BufRef& w,
+                              const BufRef& hist, uint32_t Kc, const BufRef& b, const BufRef& a, uint32_t ld_ba,
+                              const BufRef& A, const BufRef& dt_bias, const BufRef& S0, const BufRef& S,
+                              const BufRef& out, uint32_t T, uint32_t Hk, uint32_t Hv, uint32_t Dk, uint32_t Dv,
+                              uint32_t b_off, uint32_t a_off);
     // shared / shared_gate may be null (no shared expert)
     void moe_combine(Recorder& r, const BufRef& D, uint32_t d_rows, const BufRef& slot, const BufRef& w,
                      uint32_t T, uint32_t k, uint32_t H, const BufRef& shared, const BufRef& shared_gate,

@@ -905,6 +905,38 @@ void WebGpuBackend::gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& 
     a.done();
 }
 
+// causal_conv, gdn_inputs and gdn_step in one dispatch (gdn_conv_fused.wgsl: each step workgroup
+// computes the conv values and inputs it reads), where the layer keeps neither; out and S as
+// the three ops write them. Elsewhere, the conv, then gdn_inputs_step (which may fold the rest).
+void WebGpuBackend::conv_gdn_inputs_step(const ConvArgs& c, const GdnInputsArgs& in, const GdnStepArgs& st) {
+    const int64_t conv_dim = 2ll * in.n_k * in.d_k + int64_t(in.n_v) * in.d_v;
+    if (!fold_ || in.n <= 0 || c.n != in.n || c.out != in.conv || c.x_rows || c.channels != conv_dim || c.K < 1 ||
+        c.K > 9 || c.ldx < c.channels || st.n != in.n || st.q != in.q || st.k != in.k || st.v != in.v ||
+        st.decay != in.decay || st.beta != in.beta || st.n_k != in.n_k || st.n_v != in.n_v || st.d_k != in.d_k ||
+        st.d_v != in.d_v || !st.out || in.n_k <= 0 || in.n_v % in.n_k != 0 || in.d_k % Kernels::kGdnParts != 0 ||
+        in.d_k > 256)
+        return Backend::conv_gdn_inputs_step(c, in, st);
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint32_t T = uint32_t(in.n), Hk = uint32_t(in.n_k), Hv = uint32_t(in.n_v), Dk = uint32_t(in.d_k),
+             Dv = uint32_t(in.d_v);
+    uint64_t val = uint64_t(T) * Hv * Dv, ns = uint64_t(Hv) * Dk * Dv;
+    uint64_t ba = uint64_t(T - 1) * in.ld_ba + Hv;
+    OpArgs a(*this);
+    uint32_t x_off = 0;  // the rows where they lie, as causal_conv binds them
+    BufRef bx = a.in_whole(c.x, uint64_t(c.n - 1) * c.ldx + c.channels, x_off, "x");
+    BufRef bw = a.in(span(c.w, uint64_t(c.channels) * c.K), "conv weight");
+    BufRef bh = a.in(span(c.hist, uint64_t(c.K - 1) * c.channels), "conv history");
+    uint32_t b_off = 0, a_off = 0;
+    BufRef bb = a.in_whole(in.b, ba, b_off, "b"), baa = a.in_whole(in.a, ba, a_off, "a");
+    BufRef bA = a.in(span(in.A, Hv), "A"), bdt = a.in(span(in.dt_bias, Hv), "dt_bias");
+    BufRef S0 = a.in(span(st.S0, ns), "S0");
+    BufRef S = a.out(span(st.S, ns), "state");
+    BufRef out = a.out(span(st.out, val), "gdn out");
+    kernels_->conv_gdn_inputs_step(rec_, bx, x_off, uint32_t(c.ldx), bw, bh, uint32_t(c.K), bb, baa,
+                                   uint32_t(in.ld_ba), bA, bdt, S0, S, out, T, Hk, Hv, Dk, Dv, b_off, a_off);
+    a.done();
+}
+
 void WebGpuBackend::gdn_step(const GdnStepArgs& p) {
     uint64_t ns = uint64_t(p.n_v) * p.d_k * p.d_v;
     if (p.n <= 0) {

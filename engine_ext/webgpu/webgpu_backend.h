@@ -43,6 +43,7 @@ public:
     void gdn_inputs(const GdnInputsArgs& a) override;
     void gdn_step(const GdnStepArgs& a) override;
     void gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& st) override;
+    void conv_gdn_inputs_step(const ConvArgs& conv, const GdnInputsArgs& in, const GdnStepArgs& st) override;
     void router_topk(const float* logits, int n, int n_experts, int k, bool renormalize, int* idx,
                      float* weights) override;
     void gather(const float* src, int ld_src, const int* idx, int n, int cols, float* dst, int ld_dst) override;

@@ -1,0 +1,123 @@
+// causal_conv, gdn_inputs and gdn_step in one dispatch (the backend's conv_gdn_inputs_step,
+// where the conv output and the step inputs are scratch): gdn_fused.wgsl's workgroups, which
+// per row first compute the conv values they read with conv_value.wgsl (the text causal_conv
+// uses): their key head's q and k channels into workgroup memory (named `conv`, so
+// gdn_inputs_value.wgsl reads them as gdn_inputs reads the conv rows) and each column's v, then
+// go on as gdn_fused.wgsl. Every workgroup of a key head redoes its q and k channels (redundant
+// work, no read of another workgroup's values); out and the state equal the three ops'.
+struct Params {
+    T: u32,
+    Hk: u32,
+    Hv: u32,
+    Dk: u32,
+    Dv: u32,
+    ld_ba: u32,
+    b_off: u32,  // first float of b in b_in, of a in a_in (the projection rows, where they lie)
+    a_off: u32,
+    C: u32,      // conv channels (2 * Hk * Dk + Hv * Dv)
+    Kc: u32,
+    x_off: u32,  // the conv input rows (the projection rows, where they lie): x_off + t * ldx
+    ldx: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> hist: array<f32>;
+@group(0) @binding(4) var<storage, read_write> b_in: array<f32>;
+@group(0) @binding(5) var<storage, read_write> a_in: array<f32>;
+@group(0) @binding(6) var<storage, read_write> A: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dt_bias: array<f32>;
+@group(0) @binding(8) var<storage, read_write> s0: array<f32>;
+@group(0) @binding(9) var<storage, read_write> state: array<f32>;
+@group(0) @binding(10) var<storage, read_write> out: array<f32>;
+
+{{include conv_value.wgsl}}
+{{include gdn_inputs_value.wgsl}}
+
+const CWG: u32 = {{CWG}}u;  // threads per workgroup
+const DK: u32 = {{DK}}u;
+const PARTS: u32 = {{PARTS}}u;
+const CB: u32 = CWG / PARTS;  // columns per workgroup
+const DP: u32 = DK / PARTS;   // rows of S per thread
+var<workgroup> red: array<f32, CWG>;
+var<workgroup> qs: array<f32, DK>;
+var<workgroup> ks: array<f32, DK>;
+var<workgroup> sums: array<f32, 4>;
+var<workgroup> conv: array<f32, {{DK2}}>;  // the row's q then k channels of the key head
+var<workgroup> vc: array<f32, CB>;         // the row's v of each column  // q and k sums of squares, decay, beta of the row
+
+// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
+fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
+    red[lid] = x;
+    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
+        workgroupBarrier();
+        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
+    }
+    workgroupBarrier();
+    let r = red[cc];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size({{CWG}})
+fn conv_gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    let h = wid.x;
+    let kh = h / (p.Hv / p.Hk);
+    let key_dim = p.Hk * DK;
+    let qscale = 1.0 / sqrt(f32(p.Dk));  // as gdn_inputs computes it (not a constant)
+    let sbase = h * DK * p.Dv;
+    let part = lid / CB;
+    let cc = lid % CB;
+    let col = wid.y * CB + cc;
+    let live = col < p.Dv;
+    let i0 = part * DP;
+    var s: array<f32, DP>;
+    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
+    }
+    for (var t = 0u; t < p.T; t++) {
+        // the row's conv values (the previous row's reads of them ended before its last barrier)
+        for (var d = lid; d < 2u * DK; d += CWG) {
+            var c = kh * DK + d;
+            if (d >= DK) { c = key_dim + kh * DK + (d - DK); }
+            conv[d] = conv_silu_at(c, t);
+        }
+        if (live && part == 0u) { vc[cc] = conv_silu_at(2u * key_dim + h * p.Dv + col, t); }
+        workgroupBarrier();
+        // the row's inputs (gdn_inputs' values)
+        if (lid == 0u) { sums[0] = gdn_sum_sq(0u, DK); }
+        if (lid == 1u) { sums[1] = gdn_sum_sq(DK, DK); }
+        if (lid == 2u) { sums[2] = gdn_decay(A[h], a_in[p.a_off + t * p.ld_ba + h], dt_bias[h]); }
+        if (lid == 3u) { sums[3] = gdn_beta(b_in[p.b_off + t * p.ld_ba + h]); }
+        workgroupBarrier();
+        let iq = gdn_inv_norm(sums[0]);
+        let ik = gdn_inv_norm(sums[1]);
+        for (var d = lid; d < DK; d += CWG) {
+            qs[d] = (conv[d] * iq) * qscale;
+            ks[d] = conv[DK + d] * ik;
+        }
+        let decay = sums[2];
+        let beta = sums[3];
+        workgroupBarrier();
+        var kv = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] * decay;
+            kv = kv + s[c] * ks[i0 + c];
+        }
+        kv = sum_parts(lid, part, cc, kv);
+        var delta = 0.0;
+        if (live) { delta = (vc[cc] - kv) * beta; }
+        var o = 0.0;
+        for (var c = 0u; c < DP; c++) {
+            s[c] = s[c] + ks[i0 + c] * delta;
+            o = o + s[c] * qs[i0 + c];
+        }
+        o = sum_parts(lid, part, cc, o);
+        if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
+    }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
+    }
+}
