@@ -154,7 +154,7 @@ def test_every_shader_is_one_op_family_with_a_fixed_workgroup():
         for line in text.splitlines():
             if "@workgroup_size(" in line:
                 # gdn.wgsl: one thread per state column, no cross-thread sum, a size of its own;
-                # gdn_fused.wgsl runs gdn_step's workgroups (its inputs computed in them)
-                own = p.name in ("gdn.wgsl", "gdn_fused.wgsl")
+                # gdn_fused.wgsl and gdn_conv_fused.wgsl run gdn_step's workgroups (inputs computed in them)
+                own = p.name in ("gdn.wgsl", "gdn_fused.wgsl", "gdn_conv_fused.wgsl")
                 fixed = "@workgroup_size({{CWG}})" if own else "@workgroup_size({{WG}})"
                 assert fixed in line, f"{p.name}: {line.strip()}"
