@@ -78,6 +78,62 @@ Weights weights(const py::array& w, const std::string& format, int rows, int col
     return {c, m};
 }
 
+// The operands gdn_inputs_step and conv_gdn_inputs_step share: the step inputs (scratch) and
+// the state, and the arguments of gdn_inputs (reading conv and the b/a columns of rows of ld
+// floats) and of gdn_step over them.
+struct GdnTail {
+    std::vector<float> AA, dt, s0, q, k, v, dec, beta;
+    F32 S, out;
+    GdnInputsArgs gi;
+    GdnStepArgs st;
+    GdnTail(const F32& A, const F32& dt_bias, const F32& S0, int n, int n_k, bool in_place, const float* conv,
+            const float* b, int ld) {
+        const int nv = int(S0.shape(0)), dk = int(S0.shape(1)), dv = int(S0.shape(2));
+        AA.assign(A.data(), A.data() + nv);
+        dt.assign(dt_bias.data(), dt_bias.data() + nv);
+        s0.assign(S0.data(), S0.data() + S0.size());
+        q.resize(size_t(n) * n_k * dk);
+        k.resize(q.size());
+        v.resize(size_t(n) * nv * dv);
+        dec.resize(size_t(n) * nv);
+        beta.resize(dec.size());
+        S = out_like({nv, dk, dv});
+        out = out_like({n, nv * dv});
+        float* ps = S.mutable_data();
+        if (in_place) std::memcpy(ps, s0.data(), sizeof(float) * s0.size());
+        gi.conv = conv;
+        gi.b = b;
+        gi.a = b + nv;
+        gi.ld_ba = ld;
+        gi.A = AA.data();
+        gi.dt_bias = dt.data();
+        gi.n = st.n = n;
+        gi.n_k = st.n_k = n_k;
+        gi.n_v = st.n_v = nv;
+        gi.d_k = st.d_k = dk;
+        gi.d_v = st.d_v = dv;
+        gi.q = q.data();
+        st.q = gi.q;
+        gi.k = k.data();
+        st.k = gi.k;
+        gi.v = v.data();
+        st.v = gi.v;
+        gi.decay = dec.data();
+        st.decay = gi.decay;
+        gi.beta = beta.data();
+        st.beta = gi.beta;
+        st.S0 = in_place ? ps : s0.data();
+        st.S = ps;
+        st.out = out.mutable_data();
+    }
+    // the arrays a call attaches besides its own inputs
+    std::vector<std::pair<const void*, size_t>> arrays() {
+        return {{st.S, s0.size() * 4}, {s0.data(), s0.size() * 4}, {st.out, v.size() * 4}, {q.data(), q.size() * 4},
+                {k.data(), k.size() * 4}, {v.data(), v.size() * 4}, {dec.data(), dec.size() * 4},
+                {beta.data(), beta.size() * 4}};
+    }
+};
+
 void register_calls(py::module_& o) {
     o.def("embed",
           [](const std::string& b, const py::array& w, const std::string& format, int rows, int cols, const I32& ids,
@@ -495,55 +551,17 @@ void register_fused_calls(py::module_& o) {
                       ba[size_t(t) * ld + 1 + h] = bb.data()[size_t(t) * nv + h];
                       ba[size_t(t) * ld + 1 + nv + h] = aa.data()[size_t(t) * nv + h];
                   }
-              std::vector<float> AA(A.data(), A.data() + nv), dt(dt_bias.data(), dt_bias.data() + nv);
-              std::vector<float> s0(S0.data(), S0.data() + S0.size());
-              std::vector<float> q(size_t(n) * n_k * dk), k(q.size()), v(size_t(n) * nv * dv), dec(size_t(n) * nv),
-                  beta(dec.size());
-              F32 S = out_like({nv, dk, dv}), out = out_like({n, nv * dv});
-              float* ps = S.mutable_data();
-              if (in_place) std::memcpy(ps, s0.data(), sizeof(float) * s0.size());
-              GdnInputsArgs gi;
-              gi.conv = cv.data();
-              gi.b = ba.data() + 1;
-              gi.a = ba.data() + 1 + nv;
-              gi.ld_ba = ld;
-              gi.A = AA.data();
-              gi.dt_bias = dt.data();
-              gi.n = n;
-              gi.n_k = n_k;
-              gi.n_v = nv;
-              gi.d_k = dk;
-              gi.d_v = dv;
-              gi.q = q.data();
-              gi.k = k.data();
-              gi.v = v.data();
-              gi.decay = dec.data();
-              gi.beta = beta.data();
-              GdnStepArgs st;
-              st.S0 = in_place ? ps : s0.data();
-              st.S = ps;
-              st.q = q.data();
-              st.k = k.data();
-              st.v = v.data();
-              st.decay = dec.data();
-              st.beta = beta.data();
-              st.n = n;
-              st.n_k = n_k;
-              st.n_v = nv;
-              st.d_k = dk;
-              st.d_v = dv;
-              st.out = out.mutable_data();
+              GdnTail g(A, dt_bias, S0, n, n_k, in_place, cv.data(), ba.data() + 1, ld);
               {
                   py::gil_scoped_release rel;
-                  AttachScope sc(be, attached,
-                                 {{cv.data(), cv.size() * 4}, {ba.data(), ba.size() * 4}, {ps, s0.size() * 4},
-                                  {s0.data(), s0.size() * 4}, {st.out, v.size() * 4}, {q.data(), q.size() * 4},
-                                  {k.data(), k.size() * 4}, {v.data(), v.size() * 4}, {dec.data(), dec.size() * 4},
-                                  {beta.data(), beta.size() * 4}});
-                  be.gdn_inputs_step(gi, st);
+                  auto arrays = g.arrays();
+                  arrays.push_back({cv.data(), cv.size() * 4});
+                  arrays.push_back({ba.data(), ba.size() * 4});
+                  AttachScope sc(be, attached, arrays);
+                  be.gdn_inputs_step(g.gi, g.st);
                   sc.read_back();
               }
-              return py::make_tuple(S, out);
+              return py::make_tuple(g.S, g.out);
           },
           py::arg("backend"), py::arg("conv"), py::arg("b"), py::arg("a"), py::arg("A"), py::arg("dt_bias"),
           py::arg("S0"), py::arg("n_k"), py::arg("in_place") = false, py::arg("attached") = false,
@@ -574,13 +592,8 @@ void register_fused_calls(py::module_& o) {
                   }
               }
               std::vector<float> hh(hist.data(), hist.data() + hist.size()), ww(w.data(), w.data() + w.size());
-              std::vector<float> AA(A.data(), A.data() + nv), dt(dt_bias.data(), dt_bias.data() + nv);
-              std::vector<float> s0(S0.data(), S0.data() + S0.size()), cv(size_t(n) * C);
-              std::vector<float> q(size_t(n) * n_k * dk), k(q.size()), v(size_t(n) * nv * dv), dec(size_t(n) * nv),
-                  beta(dec.size());
-              F32 S = out_like({nv, dk, dv}), out = out_like({n, nv * dv});
-              float* ps = S.mutable_data();
-              if (in_place) std::memcpy(ps, s0.data(), sizeof(float) * s0.size());
+              std::vector<float> cv(size_t(n) * C);
+              GdnTail g(A, dt_bias, S0, n, n_k, in_place, cv.data(), rows.data() + C + 1, ld);
               ConvArgs ca;
               ca.x = rows.data();
               ca.ldx = ld;
@@ -590,48 +603,17 @@ void register_fused_calls(py::module_& o) {
               ca.channels = C;
               ca.K = K;
               ca.out = cv.data();
-              GdnInputsArgs gi;
-              gi.conv = cv.data();
-              gi.b = rows.data() + C + 1;
-              gi.a = gi.b + nv;
-              gi.ld_ba = ld;
-              gi.A = AA.data();
-              gi.dt_bias = dt.data();
-              gi.n = n;
-              gi.n_k = n_k;
-              gi.n_v = nv;
-              gi.d_k = dk;
-              gi.d_v = dv;
-              gi.q = q.data();
-              gi.k = k.data();
-              gi.v = v.data();
-              gi.decay = dec.data();
-              gi.beta = beta.data();
-              GdnStepArgs st;
-              st.S0 = in_place ? ps : s0.data();
-              st.S = ps;
-              st.q = q.data();
-              st.k = k.data();
-              st.v = v.data();
-              st.decay = dec.data();
-              st.beta = beta.data();
-              st.n = n;
-              st.n_k = n_k;
-              st.n_v = nv;
-              st.d_k = dk;
-              st.d_v = dv;
-              st.out = out.mutable_data();
               {
                   py::gil_scoped_release rel;
-                  AttachScope sc(be, attached,
-                                 {{rows.data(), rows.size() * 4}, {hh.data(), hh.size() * 4}, {cv.data(), cv.size() * 4},
-                                  {ps, s0.size() * 4}, {s0.data(), s0.size() * 4}, {st.out, v.size() * 4},
-                                  {q.data(), q.size() * 4}, {k.data(), k.size() * 4}, {v.data(), v.size() * 4},
-                                  {dec.data(), dec.size() * 4}, {beta.data(), beta.size() * 4}});
-                  be.conv_gdn_inputs_step(ca, gi, st);
+                  auto arrays = g.arrays();
+                  arrays.push_back({rows.data(), rows.size() * 4});
+                  arrays.push_back({hh.data(), hh.size() * 4});
+                  arrays.push_back({cv.data(), cv.size() * 4});
+                  AttachScope sc(be, attached, arrays);
+                  be.conv_gdn_inputs_step(ca, g.gi, g.st);
                   sc.read_back();
               }
-              return py::make_tuple(S, out);
+              return py::make_tuple(g.S, g.out);
           },
           py::arg("backend"), py::arg("x"), py::arg("hist"), py::arg("w"), py::arg("b"), py::arg("a"), py::arg("A"),
           py::arg("dt_bias"), py::arg("S0"), py::arg("n_k"), py::arg("in_place") = false,
