@@ -82,18 +82,7 @@ const CB: u32 = CWG / PARTS;  // columns per workgroup
 const DP: u32 = DK / PARTS;   // rows of S per thread
 var<workgroup> red: array<f32, CWG>;
 
-// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
-fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
-    red[lid] = x;
-    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
-    }
-    workgroupBarrier();
-    let r = red[cc];
-    workgroupBarrier();
-    return r;
-}
+{{include gdn_sum_parts.wgsl}}
 
 @compute @workgroup_size({{CWG}})
 fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {

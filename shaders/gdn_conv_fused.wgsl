@@ -46,18 +46,7 @@ var<workgroup> sums: array<f32, 4>;
 var<workgroup> conv: array<f32, {{DK2}}>;  // the row's q then k channels of the key head
 var<workgroup> vc: array<f32, CB>;         // the row's v of each column  // q and k sums of squares, decay, beta of the row
 
-// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
-fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
-    red[lid] = x;
-    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
-    }
-    workgroupBarrier();
-    let r = red[cc];
-    workgroupBarrier();
-    return r;
-}
+{{include gdn_sum_parts.wgsl}}
 
 @compute @workgroup_size({{CWG}})
 fn conv_gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {

@@ -38,18 +38,7 @@ var<workgroup> qs: array<f32, DK>;
 var<workgroup> ks: array<f32, DK>;
 var<workgroup> sums: array<f32, 4>;  // q and k sums of squares, decay, beta of the row
 
-// the sum over the PARTS threads of a column (thread lid = part * CB + column), fixed tree
-fn sum_parts(lid: u32, part: u32, cc: u32, x: f32) -> f32 {
-    red[lid] = x;
-    for (var s = PARTS / 2u; s > 0u; s = s / 2u) {
-        workgroupBarrier();
-        if (part < s) { red[lid] = red[lid] + red[lid + s * CB]; }
-    }
-    workgroupBarrier();
-    let r = red[cc];
-    workgroupBarrier();
-    return r;
-}
+{{include gdn_sum_parts.wgsl}}
 
 @compute @workgroup_size({{CWG}})
 fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
