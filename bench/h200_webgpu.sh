@@ -49,6 +49,9 @@
 #   and each STEPS run done with it as well, right after this tree's, labelled "...-ab", with
 #   this tree's bench scripts over its own app and engine: a side-by-side A/B in one call)
 #   BIG_DECODE=1 (0 skips the big model's decode + window cost and its transformers run)
+#   BIG_AB="" (alternatives separated by '|', each a list of environment assignments, e.g.
+#   "STRATA_WEBGPU_FOLD=0|STRATA_WEBGPU_ROW_SPLIT=0": the big model's decode + window cost once
+#   more under each, labelled "a3b ASSIGNMENTS", then once more as it was: an A/B in one run)
 set -uo pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/.."
@@ -60,7 +63,7 @@ STAGE=$(cd "${1:-.devgpu}" 2>/dev/null && pwd || echo "")
 : "${SITE:=/tmp/site}" "${BUILD:=/tmp/strata-build}" "${MODEL:=/tmp/strata-model}" "${OUT:=/tmp/strata-out}"
 : "${BIG_MODEL:=/tmp/strata-model-big}" "${XLOADS=lanes direct}" "${BIG_XLOADS:=}" "${PROFILE_XLOADS=lanes}"
 : "${ANCHOR:=1}" "${HF:=1}" "${SPEC:=1}" "${CPU:=1}"
-: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}" "${AB_SRC:=}" "${BIG_DECODE:=1}"
+: "${DISPATCH:=0}" "${STEPS:=}" "${EARLY_AB:=}" "${AB_SRC:=}" "${BIG_DECODE:=1}" "${BIG_AB:=}"
 : "${HF_DEVICE:=cuda}" "${GGUF_FILES:=}" "${GGUF_MIX:=}" "${PROFILE_GGUF:=0}" "${STREAM:=0}" "${STREAM_SLOTS:=64}" "${GGUF_AB:=}"
 WORK=${WORK:-/tmp/strata-work}  # build and step outputs (only the log and results go to $OUT)
 mkdir -p "$OUT" "$WORK"
@@ -249,6 +252,17 @@ for xl in $BIG_XLOADS; do
     $PY bench/webgpu_decode.py strata "$BIG_MODEL" --backend webgpu --tokens "$BIG_TOKENS" --max-seconds 20 \
     --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET-x$xl" --out "$RES"
 done
+
+# 10b. the big model under other settings (BIG_AB), then as it was again, so drift shows
+if [ -n "$BIG_AB" ] && [ "$BIG" = 1 ] && [ -f "$BIG_MODEL/config.json" ]; then
+  IFS='|' read -r -a alts <<<"$BIG_AB"
+  for ab in "${alts[@]}" ""; do
+    tag=${ab:-again}
+    step "[$BIG_PRESET] strata webgpu decode + window cost, $tag" 80 env $ab \
+      $PY bench/webgpu_decode.py strata "$BIG_MODEL" --backend webgpu --tokens "$BIG_TOKENS" --max-seconds 20 \
+      --window-cost 2,4,8,16 --warm-prompt "$WARM_PROMPT" --label "$BIG_PRESET $tag" --out "$RES"
+  done
+fi
 
 # 11. quantized GGUF files (the GGUF block formats' WGSL kernels) on webgpu and on cpu
 gguf_files=($GGUF_FILES)
