@@ -132,8 +132,8 @@ def test_unknown_row_split_choice_is_one_line(capsys, monkeypatch):
 
 
 def test_unknown_fold_choice_is_one_line(capsys, monkeypatch):
-    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_FOLD", "yes")
-    assert "STRATA_WEBGPU_FOLD='yes': use 0 or 1" in line
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_FOLD", "gate,yes")
+    assert "STRATA_WEBGPU_FOLD='gate,yes': use 0, 1 or a comma list of swiglu,moe_norm," in line
     assert "internal error" not in line
 
 

@@ -374,6 +374,42 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
     assert "moe_combine_add_rmsnorm" in labels and "rmsnorm_rotary" in labels and "conv_gdn_inputs_step" in labels
 
 
+def test_each_named_fold_alone_changes_no_bit(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_FOLD=NAME turns on that fold alone (a GPU A/B of each fold's share): the
+    # logits of FOLD=0 bit for bit, and a T=1 window saves that fold's dispatches and no others
+    import json
+    import os
+
+    from strata.webgpu import FOLDS
+
+    with open(os.path.join(bf16_model, "config.json")) as f:
+        cfg = json.load(f)
+    m, a = cfg["num_hidden_layers"], cfg["layer_types"].count("full_attention")
+    g = cfg["layer_types"].count("linear_attention")
+    share = {"swiglu": 2 * m, "moe_norm": m, "qk_norm": 2 * a, "gate": a, "gdn": g, "conv_gdn": 2 * g}
+    assert set(share) == set(FOLDS)
+    (apart,) = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "0"))
+    base = apart.save_state()
+    for name in FOLDS:
+        (one,) = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", name))
+        apart.load_state(base)
+        for window in ([10, 11, 12], [13]):
+            before = [e.backend_counters()["dispatches"] for e in (one, apart)]
+            np.testing.assert_array_equal(one.run(window), apart.run(window), err_msg=f"{name} {window}")
+            saved = [e.backend_counters()["dispatches"] - b for e, b in zip((one, apart), before)]
+            if len(window) == 1:
+                assert saved[1] - saved[0] == share[name], name
+            one.commit(len(window))
+            apart.commit(len(window))
+    # two names: both folds (and only they)
+    (both,) = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "gate,qk_norm"))
+    apart.load_state(base)
+    before = [e.backend_counters()["dispatches"] for e in (both, apart)]
+    np.testing.assert_array_equal(both.run([13]), apart.run([13]))
+    saved = [e.backend_counters()["dispatches"] - b for e, b in zip((both, apart), before)]
+    assert saved[1] - saved[0] == share["gate"] + share["qk_norm"]
+
+
 def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):
     # a dense FFN layer (qwen3_moe's mlp_only_layers): the same fold of its SwiGLU into the down
     # projection, the same logits, one dispatch fewer per window (and two per MoE layer: the
@@ -389,9 +425,13 @@ def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):
         apart.commit(keep)
 
 
-def test_unknown_fold_is_refused(bf16_model, monkeypatch):
-    with pytest.raises(Exception, match="STRATA_WEBGPU_FOLD='yes'"):
-        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "yes")
+@pytest.mark.parametrize("value", ["yes", "gate,", "gate,bogus", "GATE"])
+def test_unknown_fold_is_refused(bf16_model, monkeypatch, value):
+    # the engine's own check (what the CLI checks first, webgpu.backend_config) names every fold
+    from strata.webgpu import FOLDS
+
+    with pytest.raises(Exception, match=f"STRATA_WEBGPU_FOLD='{value}': use 0, 1 or a comma list of {','.join(FOLDS)} "):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", value)
 
 
 def test_unknown_row_split_is_refused(bf16_model, monkeypatch):

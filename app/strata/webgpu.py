@@ -16,6 +16,9 @@ from .errors import StrataError, UsageError
 ADAPTER_CHOICES = ("auto", "software", "any")
 # STRATA_WEBGPU_XLOAD: the half-precision matmuls' row loop (engine_ext/webgpu/kernels.cpp)
 ROW_LOOPS = ("lanes", "lanes4", "direct", "staged")
+# STRATA_WEBGPU_FOLD's names, one per fold of an element-wise op into the kernel that reads it
+# (WebGpuBackend::kFoldNames; the test of the one-line error checks both lists agree)
+FOLDS = ("swiglu", "moe_norm", "qk_norm", "gate", "gdn", "conv_gdn")
 
 
 def _library_name() -> str:
@@ -119,9 +122,9 @@ def backend_config() -> tuple[str, str, str]:
     if split and split not in ("0", "1"):
         raise UsageError(f"STRATA_WEBGPU_ROW_SPLIT={split!r}: use 0 or 1 (unset: 1, narrow matmuls split their window rows)")
     fold_ew = os.environ.get("STRATA_WEBGPU_FOLD")
-    if fold_ew and fold_ew not in ("0", "1"):
+    if fold_ew and fold_ew not in ("0", "1") and not set(fold_ew.split(",")) <= set(FOLDS):
         raise UsageError(
-            f"STRATA_WEBGPU_FOLD={fold_ew!r}: use 0 or 1 (unset: 1, a SwiGLU is folded into the down projection)"
+            f"STRATA_WEBGPU_FOLD={fold_ew!r}: use 0, 1 or a comma list of {','.join(FOLDS)} (unset: 1, every fold)"
         )
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):

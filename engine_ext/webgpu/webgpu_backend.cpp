@@ -1,6 +1,7 @@
 #include "webgpu/webgpu_backend.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -242,10 +243,7 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
                                  std::to_string(Kernels::kMaxStorageBuffers));
     const char* fuse = std::getenv("STRATA_WEBGPU_FUSE");
     fuse_ = !(fuse && std::string(fuse) == "0");
-    const char* fold = std::getenv("STRATA_WEBGPU_FOLD");
-    if (fold && *fold && std::strcmp(fold, "0") != 0 && std::strcmp(fold, "1") != 0)
-        throw std::invalid_argument(std::string("STRATA_WEBGPU_FOLD='") + fold + "': use 0 or 1 (unset: 1)");
-    fold_ = fuse_ && !(fold && std::strcmp(fold, "0") == 0);
+    folds_ = fuse_ ? folds_from_env() : 0u;
     const char* qg = std::getenv("STRATA_WEBGPU_QUANT_GATHER");
     quant_gather_ = !(qg && std::string(qg) == "0");
     slots_ = std::make_unique<SlotPool>(*device_);
@@ -255,6 +253,30 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
     const char* qf = std::getenv("STRATA_WEBGPU_QUANT_FOLD");
     quant_fold_ = !qf ? FoldMode::KQuants : std::string(qf) == "1" ? FoldMode::All : FoldMode::Off;
     early_first_ = early_first_from_env(true);
+}
+
+unsigned WebGpuBackend::folds_from_env() {
+    const char* v = std::getenv("STRATA_WEBGPU_FOLD");
+    if (!v || !*v || std::strcmp(v, "1") == 0) return ~0u;
+    if (std::strcmp(v, "0") == 0) return 0u;
+    unsigned bits = 0;
+    std::string names(v);
+    for (size_t pos = 0; pos <= names.size();) {
+        size_t comma = std::min(names.find(',', pos), names.size());
+        const std::string name = names.substr(pos, comma - pos);
+        unsigned bit = 0;
+        for (size_t i = 0; i < std::size(kFoldNames); i++)
+            if (name == kFoldNames[i]) bit = 1u << i;
+        if (!bit) {
+            std::string all;
+            for (const char* n : kFoldNames) all += std::string(all.empty() ? "" : ",") + n;
+            throw std::invalid_argument(std::string("STRATA_WEBGPU_FOLD='") + v + "': use 0, 1 or a comma list of " + all +
+                                        " (unset: 1, every fold)");
+        }
+        bits |= bit;
+        pos = comma + 1;
+    }
+    return bits;
 }
 
 size_t WebGpuBackend::early_first_from_env(bool strict) {
@@ -783,7 +805,7 @@ std::vector<float> rotary_table(int rows, int64_t p0, const float* inv_freq, int
 // the output is not packed heads, the two ops.
 void WebGpuBackend::rmsnorm_rotary(RowsC x, RowsF out, int rows, int heads, int dim, const float* w, float eps,
                                    int64_t p0, const float* inv_freq, int half) {
-    if (rows <= 0 || heads <= 0 || dim <= 0 || half <= 0 || !fold_ || 2 * half > dim ||
+    if (rows <= 0 || heads <= 0 || dim <= 0 || half <= 0 || !fold(kFoldQkNorm) || 2 * half > dim ||
         int64_t(out.ld) != int64_t(heads) * dim || (heads > 1 && out.hs != dim))
         return Backend::rmsnorm_rotary(x, out, rows, heads, dim, w, eps, p0, inv_freq, half);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -826,7 +848,7 @@ void WebGpuBackend::attention(const AttentionArgs& p) {
     BufRef bv = a.in(span(p.v_cells, nc), "v cells");
     BufRef bg = p.gate ? a.in(span(p.gate, nq), "gate") : BufRef();
     BufferPtr scores = temp(uint64_t(n) * nh * cells * 4);
-    if (p.gate && fold_) {  // the output gate folded into the attention kernel: the same bits
+    if (p.gate && fold(kFoldGate)) {  // the output gate folded into the attention kernel: the same bits
         BufRef out = a.out(span(p.out, nq), "gated out");
         kernels_->attention(rec_, bq, bk, bv, scores, out, n, nh, nkv, hd, p0, p.scale, bg);
     } else if (p.gate) {
@@ -881,7 +903,7 @@ void WebGpuBackend::gdn_inputs(const GdnInputsArgs& p) {
 // write them. Elsewhere (STRATA_WEBGPU_FOLD=0, a key head dim gdn_step runs with one thread per
 // column, arguments that do not chain), the two ops.
 void WebGpuBackend::gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& st) {
-    if (!fold_ || in.n <= 0 || st.n != in.n || st.q != in.q || st.k != in.k || st.v != in.v ||
+    if (!fold(kFoldGdn) || in.n <= 0 || st.n != in.n || st.q != in.q || st.k != in.k || st.v != in.v ||
         st.decay != in.decay || st.beta != in.beta || st.n_k != in.n_k || st.n_v != in.n_v || st.d_k != in.d_k ||
         st.d_v != in.d_v || !st.out || in.n_k <= 0 || in.n_v % in.n_k != 0 || in.d_k % Kernels::kGdnParts != 0 ||
         in.d_k > 256)
@@ -910,7 +932,7 @@ void WebGpuBackend::gdn_inputs_step(const GdnInputsArgs& in, const GdnStepArgs& 
 // the three ops write them. Elsewhere, the conv, then gdn_inputs_step (which may fold the rest).
 void WebGpuBackend::conv_gdn_inputs_step(const ConvArgs& c, const GdnInputsArgs& in, const GdnStepArgs& st) {
     const int64_t conv_dim = 2ll * in.n_k * in.d_k + int64_t(in.n_v) * in.d_v;
-    if (!fold_ || in.n <= 0 || c.n != in.n || c.out != in.conv || c.x_rows || c.channels != conv_dim || c.K < 1 ||
+    if (!fold(kFoldConvGdn) || in.n <= 0 || c.n != in.n || c.out != in.conv || c.x_rows || c.channels != conv_dim || c.K < 1 ||
         c.K > 9 || c.ldx < c.channels || st.n != in.n || st.q != in.q || st.k != in.k || st.v != in.v ||
         st.decay != in.decay || st.beta != in.beta || st.n_k != in.n_k || st.n_v != in.n_v || st.d_k != in.d_k ||
         st.d_v != in.d_v || !st.out || in.n_k <= 0 || in.n_v % in.n_k != 0 || in.d_k % Kernels::kGdnParts != 0 ||
@@ -1026,7 +1048,7 @@ void WebGpuBackend::moe_combine_add_rmsnorm(const float* D, const int* slot, con
                                             const float* shared, const float* shared_gate, float* out,
                                             const AddNorm& then) {
     if (n <= 0) return;
-    if (!fold_ || then.out.hs != 0 || fold_hint(then.w, int(then.out.ld), H))
+    if (!fold(kFoldMoeNorm) || then.out.hs != 0 || fold_hint(then.w, int(then.out.ld), H))
         return Backend::moe_combine_add_rmsnorm(D, slot, w, n, k, H, shared, shared_gate, out, then);
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t ny = uint64_t(n) * H;
@@ -1170,7 +1192,7 @@ void WebGpuBackend::routed_swiglu(float* GU, uint64_t n, uint32_t cols, WeightFo
 // f16/bf16 vec4 rows under the lanes loop (or is quantized: the swiglu then quantizes its rows
 // for the matmul), the two ops.
 void WebGpuBackend::swiglu_matmul(RowsC g, RowsC u, RowsF out, int rows, int n, const MatJob& job) {
-    if (rows > 0 && n > 0 && fold_ && !job.bias && job.X == out.p && job.T == rows && job.ldx == out.ld &&
+    if (rows > 0 && n > 0 && fold(kFoldSwiglu) && !job.bias && job.X == out.p && job.T == rows && job.ldx == out.ld &&
         out.p == g.p && out.ld == g.ld && u.ld == g.ld && g.hs == 0 && u.hs == 0 && job.W.cols == n &&
         job.W.rows > 0 && (job.W.format == WFormat::F16 || job.W.format == WFormat::BF16)) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -1226,7 +1248,7 @@ bool WebGpuBackend::moe_experts(const MoeExpertsArgs& a) {
                             BufRef(log), gu);
     // each pair's down projection of its own row of G = silu(gate) * up: folded into the down
     // kernel's reads (the same bits, one dispatch fewer), or a swiglu dispatch first
-    const bool glu = fold_ && kernels_->routed_glu_ok() && P * I <= UINT32_MAX;
+    const bool glu = fold(kFoldSwiglu) && kernels_->routed_glu_ok() && P * I <= UINT32_MAX;
     if (!glu) routed_swiglu(a.GU, P * I);
     Kernels::Routed dn{L.format, p32, k, uint32_t(I), L.down_row_words, uint32_t(H), uint32_t(H), 2,
                        uint32_t(go / 4), uint32_t(I), 1, uint32_t(d_off / 4), uint32_t(d_off / 4), uint32_t(H),

@@ -134,6 +134,12 @@ private:
     size_t early_first_ = kEarlySubmit;
     bool window_batched_ = false;  // an early submit went since the last wait
     static size_t early_first_from_env(bool strict);
+    // The folds STRATA_WEBGPU_FOLD names (bits of folds_, in this order): the SwiGLU into the down
+    // projections, the MoE combine into the add and norm after it, the q/k norm into its rotary,
+    // the attention output gate into attention, gdn_inputs into gdn_step, and the conv as well.
+    enum : unsigned { kFoldSwiglu = 1, kFoldMoeNorm = 2, kFoldQkNorm = 4, kFoldGate = 8, kFoldGdn = 16, kFoldConvGdn = 32 };
+    static constexpr const char* kFoldNames[] = {"swiglu", "moe_norm", "qk_norm", "gate", "gdn", "conv_gdn"};
+    static unsigned folds_from_env();
     void submit_early();
     // Where a matmul job can join a matmul_gathered dispatch: its matrix, the device arrays of x
     // and y and its place in them; false: it runs alone (f32 weights, a bias, host arrays).
@@ -222,9 +228,11 @@ private:
     std::vector<LateRead> late_reads_;
     uint64_t routed_layers_run_ = 0, streamed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
-    // STRATA_WEBGPU_FOLD=0 turns off folding an element-wise op into the kernel that reads its
-    // output (the SwiGLU into the down projections; the tests compare both). Off with FUSE=0.
-    bool fold_ = true;
+    // Folding an element-wise op into the kernel that reads its output, one bit per fold (kFolds,
+    // fold_names()): STRATA_WEBGPU_FOLD unset or 1 all, 0 none, or a comma list of the names that
+    // are on (the tests compare; a GPU A/B finds each fold's share). None with FUSE=0.
+    unsigned folds_ = ~0u;
+    bool fold(unsigned bit) const { return (folds_ & bit) != 0; }
     // STRATA_WEBGPU_QUANT_GATHER=0: block-format jobs over one x one dispatch each (the tests compare)
     bool quant_gather_ = true;
     double encode_s_ = 0, run_s_ = 0;  // host encoding; submit to completion (GPU time and the wait)
