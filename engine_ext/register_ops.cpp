@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -34,7 +35,17 @@ Backend& backend(const std::string& name, int threads, bool prefill = false) {
     std::lock_guard<std::mutex> lk(mu);
     auto& b = cache[{name, threads, prefill}];
     if (!b) {
-        b = make_backend(name, threads);
+        // every fold on (STRATA_WEBGPU_FOLD=1 while the backend is made, unless the caller set it):
+        // the composite ops' tests compare the folded kernels with their ops in sequence
+        const bool set = !std::getenv("STRATA_WEBGPU_FOLD");
+        if (set) setenv("STRATA_WEBGPU_FOLD", "1", 1);
+        try {
+            b = make_backend(name, threads);
+        } catch (...) {
+            if (set) unsetenv("STRATA_WEBGPU_FOLD");
+            throw;
+        }
+        if (set) unsetenv("STRATA_WEBGPU_FOLD");
         b->set_prefill(prefill);
     }
     return *b;

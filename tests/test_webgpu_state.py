@@ -344,8 +344,10 @@ def test_folded_ops_change_no_bit(bf16_model, monkeypatch):
     moe_layers = cfg["num_hidden_layers"]  # every layer of this model is MoE
     attention_layers = cfg["layer_types"].count("full_attention")
     assert attention_layers > 0
-    folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_PROFILE", "1"),
-                              gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "0"))
+    monkeypatch.setenv("STRATA_WEBGPU_PROFILE", "1")
+    folded = gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "1")
+    monkeypatch.delenv("STRATA_WEBGPU_PROFILE")
+    folded, apart = prefilled(PROMPT, folded, gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_FOLD", "0"))
     start = folded.backend_counters()
     for window, keep in WINDOWS:
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
@@ -415,7 +417,8 @@ def test_folded_swiglu_dense_ffn_changes_no_bit(tmp_path, monkeypatch):
     # projection, the same logits, one dispatch fewer per window (and two per MoE layer: the
     # routed SwiGLU, the combine; two per attention layer: the q and k rotary)
     path = write_random_model(tmp_path / "dense", "qwen3_moe", seed=7, dtype="bfloat16", mlp_only_layers=[0])
-    folded, apart = prefilled(PROMPT, gpu(path), gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FOLD", "0"))
+    folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FOLD", "1"),
+                              gpu_with_env(monkeypatch, path, "STRATA_WEBGPU_FOLD", "0"))
     for window, keep in WINDOWS:
         before = [e.backend_counters()["dispatches"] for e in (folded, apart)]
         np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")

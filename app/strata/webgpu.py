@@ -124,7 +124,7 @@ def backend_config() -> tuple[str, str, str]:
     fold_ew = os.environ.get("STRATA_WEBGPU_FOLD")
     if fold_ew and fold_ew not in ("0", "1") and not set(fold_ew.split(",")) <= set(FOLDS):
         raise UsageError(
-            f"STRATA_WEBGPU_FOLD={fold_ew!r}: use 0, 1 or a comma list of {','.join(FOLDS)} (unset: 1, every fold)"
+            f"STRATA_WEBGPU_FOLD={fold_ew!r}: use 0, 1 or a comma list of {','.join(FOLDS)} (unset: none; 1: every fold)"
         )
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):

@@ -257,7 +257,8 @@ WebGpuBackend::WebGpuBackend(const DeviceOptions& options)
 
 unsigned WebGpuBackend::folds_from_env() {
     const char* v = std::getenv("STRATA_WEBGPU_FOLD");
-    if (!v || !*v || std::strcmp(v, "1") == 0) return ~0u;
+    if (!v || !*v) return kDefaultFolds;
+    if (std::strcmp(v, "1") == 0) return ~0u;
     if (std::strcmp(v, "0") == 0) return 0u;
     unsigned bits = 0;
     std::string names(v);
@@ -271,7 +272,7 @@ unsigned WebGpuBackend::folds_from_env() {
             std::string all;
             for (const char* n : kFoldNames) all += std::string(all.empty() ? "" : ",") + n;
             throw std::invalid_argument(std::string("STRATA_WEBGPU_FOLD='") + v + "': use 0, 1 or a comma list of " + all +
-                                        " (unset: 1, every fold)");
+                                        " (unset: none; 1: every fold)");
         }
         bits |= bit;
         pos = comma + 1;

@@ -139,6 +139,12 @@ private:
     // the attention output gate into attention, gdn_inputs into gdn_step, and the conv as well.
     enum : unsigned { kFoldSwiglu = 1, kFoldMoeNorm = 2, kFoldQkNorm = 4, kFoldGate = 8, kFoldGdn = 16, kFoldConvGdn = 32 };
     static constexpr const char* kFoldNames[] = {"swiglu", "moe_norm", "qk_norm", "gate", "gdn", "conv_gdn"};
+    // What STRATA_WEBGPU_FOLD unset gives: none. On the H200 (2026-12-05, docs/webgpu.md) every fold
+    // on made the 80B-A3B layer shape decode 13% slower (271 against 312 tok/s; the MoE combine
+    // folded into the norm ran one workgroup a row, 364 us a layer) and window rows differed from
+    // serial decoding in their last bits, which lavapipe never showed; until each fold is measured
+    // there alone, they are for A/B runs (1 or names).
+    static constexpr unsigned kDefaultFolds = 0u;
     static unsigned folds_from_env();
     void submit_early();
     // Where a matmul job can join a matmul_gathered dispatch: its matrix, the device arrays of x
@@ -228,10 +234,10 @@ private:
     std::vector<LateRead> late_reads_;
     uint64_t routed_layers_run_ = 0, streamed_layers_run_ = 0;
     bool fuse_ = true;  // STRATA_WEBGPU_FUSE=0 turns gathering off (the tests compare both)
-    // Folding an element-wise op into the kernel that reads its output, one bit per fold (kFolds,
-    // fold_names()): STRATA_WEBGPU_FOLD unset or 1 all, 0 none, or a comma list of the names that
-    // are on (the tests compare; a GPU A/B finds each fold's share). None with FUSE=0.
-    unsigned folds_ = ~0u;
+    // Folding an element-wise op into the kernel that reads its output, one bit per fold
+    // (kFoldNames): STRATA_WEBGPU_FOLD unset kDefaultFolds, 1 all, 0 none, or a comma list of the
+    // names that are on (the tests compare; a GPU A/B finds each fold's share). None with FUSE=0.
+    unsigned folds_ = kDefaultFolds;
     bool fold(unsigned bit) const { return (folds_ & bit) != 0; }
     // STRATA_WEBGPU_QUANT_GATHER=0: block-format jobs over one x one dispatch each (the tests compare)
     bool quant_gather_ = true;
