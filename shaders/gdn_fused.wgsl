@@ -28,17 +28,7 @@ struct Params {
 
 {{include gdn_inputs_value.wgsl}}
 
-const CWG: u32 = {{CWG}}u;  // threads per workgroup
-const DK: u32 = {{DK}}u;
-const PARTS: u32 = {{PARTS}}u;
-const CB: u32 = CWG / PARTS;  // columns per workgroup
-const DP: u32 = DK / PARTS;   // rows of S per thread
-var<workgroup> red: array<f32, CWG>;
-var<workgroup> qs: array<f32, DK>;
-var<workgroup> ks: array<f32, DK>;
-var<workgroup> sums: array<f32, 4>;  // q and k sums of squares, decay, beta of the row
-
-{{include gdn_sum_parts.wgsl}}
+{{include gdn_fused_row.wgsl}}
 
 @compute @workgroup_size({{CWG}})
 fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -47,7 +37,6 @@ fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workg
     let kh = h / (p.Hv / p.Hk);
     let key_dim = p.Hk * DK;
     let conv_dim = 2u * key_dim + p.Hv * p.Dv;
-    let qscale = 1.0 / sqrt(f32(p.Dk));  // as gdn_inputs computes it (not a constant)
     let sbase = h * DK * p.Dv;
     let part = lid / CB;
     let cc = lid % CB;
@@ -62,35 +51,9 @@ fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workg
     for (var t = 0u; t < p.T; t++) {
         // the row's inputs (gdn_inputs' values; the previous row's reads ended in sum_parts)
         let qb = t * conv_dim + kh * DK;
-        let kb = qb + key_dim;
-        if (lid == 0u) { sums[0] = gdn_sum_sq(qb, DK); }
-        if (lid == 1u) { sums[1] = gdn_sum_sq(kb, DK); }
-        if (lid == 2u) { sums[2] = gdn_decay(A[h], a_in[p.a_off + t * p.ld_ba + h], dt_bias[h]); }
-        if (lid == 3u) { sums[3] = gdn_beta(b_in[p.b_off + t * p.ld_ba + h]); }
-        workgroupBarrier();
-        let iq = gdn_inv_norm(sums[0]);
-        let ik = gdn_inv_norm(sums[1]);
-        for (var d = lid; d < DK; d += CWG) {
-            qs[d] = (conv[qb + d] * iq) * qscale;
-            ks[d] = conv[kb + d] * ik;
-        }
-        let decay = sums[2];
-        let beta = sums[3];
-        workgroupBarrier();
-        var kv = 0.0;
-        for (var c = 0u; c < DP; c++) {
-            s[c] = s[c] * decay;
-            kv = kv + s[c] * ks[i0 + c];
-        }
-        kv = sum_parts(lid, part, cc, kv);
-        var delta = 0.0;
-        if (live) { delta = (conv[t * conv_dim + 2u * key_dim + h * p.Dv + col] - kv) * beta; }
-        var o = 0.0;
-        for (var c = 0u; c < DP; c++) {
-            s[c] = s[c] + ks[i0 + c] * delta;
-            o = o + s[c] * qs[i0 + c];
-        }
-        o = sum_parts(lid, part, cc, o);
+        var v = 0.0;
+        if (live) { v = conv[t * conv_dim + 2u * key_dim + h * p.Dv + col]; }
+        let o = fused_row(&s, t, h, qb, qb + key_dim, v, live, lid, part, cc);
         if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
     }
     if (live) {
