@@ -51,10 +51,7 @@ fn conv_gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(
     let live = col < p.Dv;
     let i0 = part * DP;
     var s: array<f32, DP>;
-    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
-    }
+    load_rows(&s, sbase, i0, col, live);
     for (var t = 0u; t < p.T; t++) {
         // the row's conv values (the previous row's reads of them ended before its last barrier)
         for (var d = lid; d < 2u * DK; d += CWG) {
@@ -70,7 +67,5 @@ fn conv_gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(
         let o = fused_row(&s, t, h, 0u, DK, v, live, lid, part, cc);
         if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
     }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
-    }
+    store_rows(&s, sbase, i0, col, live);
 }

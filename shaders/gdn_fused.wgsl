@@ -44,10 +44,7 @@ fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workg
     let live = col < p.Dv;
     let i0 = part * DP;
     var s: array<f32, DP>;
-    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
-    }
+    load_rows(&s, sbase, i0, col, live);
     for (var t = 0u; t < p.T; t++) {
         // the row's inputs (gdn_inputs' values; the previous row's reads ended in sum_parts)
         let qb = t * conv_dim + kh * DK;
@@ -56,7 +53,5 @@ fn gdn_inputs_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workg
         let o = fused_row(&s, t, h, qb, qb + key_dim, v, live, lid, part, cc);
         if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
     }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
-    }
+    store_rows(&s, sbase, i0, col, live);
 }

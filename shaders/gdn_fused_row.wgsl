@@ -1,7 +1,7 @@
 // What gdn_fused.wgsl and gdn_conv_fused.wgsl share (included by both): gdn_step's workgroup
 // layout and one row of the step with the inputs computed in the workgroup. The includer defines
-// `conv` (the row's q and k channels, read by gdn_inputs_value.wgsl), b_in, a_in, A, dt_bias and
-// Params with ld_ba, b_off, a_off, and includes gdn_inputs_value.wgsl first.
+// `conv` (the row's q and k channels, read by gdn_inputs_value.wgsl), b_in, a_in, A, dt_bias, s0,
+// state and Params with Dv, ld_ba, b_off, a_off, and includes gdn_inputs_value.wgsl first.
 const CWG: u32 = {{CWG}}u;  // threads per workgroup
 const DK: u32 = {{DK}}u;
 const PARTS: u32 = {{PARTS}}u;
@@ -49,4 +49,19 @@ fn fused_row(s: ptr<function, array<f32, DP>>, t: u32, h: u32, qb: u32, kb: u32,
         o = o + (*s)[c] * qs[i0 + c];
     }
     return sum_parts(lid, part, cc, o);
+}
+
+// The DP rows of S from i0 of column col of the head at sbase: from s0 (zeros where not live),
+// and back into `state` after the window's last row.
+fn load_rows(s: ptr<function, array<f32, DP>>, sbase: u32, i0: u32, col: u32, live: bool) {
+    for (var c = 0u; c < DP; c++) { (*s)[c] = 0.0; }
+    if (live) {
+        for (var c = 0u; c < DP; c++) { (*s)[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
+    }
+}
+
+fn store_rows(s: ptr<function, array<f32, DP>>, sbase: u32, i0: u32, col: u32, live: bool) {
+    if (live) {
+        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = (*s)[c]; }
+    }
 }
