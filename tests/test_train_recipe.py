@@ -322,10 +322,14 @@ def test_change_marks_take_the_newline_run_at_each_join():
         enc = tok.encode(ex)
         spans = make_rows.changed_spans(original, rewritten)
         marks = make_rows.change_marks(enc.offsets, start, spans, 0, ex)
-        changed = [tok.decode([t], skip_special_tokens=False) for t, m in zip(enc.ids, marks) if m == 2]
+        changed = [tok.decode([t], skip_special_tokens=False) for t, m in zip(enc.ids, marks) if m >= 2]
         assert changed == want, (rewritten, changed)
         plain = make_rows.change_marks(enc.offsets, start, spans, 0)
-        assert ((marks == 2) >= (plain == 2)).all() and ((marks > 0) == (plain > 0)).all()
+        assert ((marks >= 2) >= (plain == 2)).all() and ((marks > 0) == (plain > 0)).all()
+        # v8: the tokens the text added are MARK_JOIN (3), newline runs only; the rest stay 2
+        assert np.array_equal(marks == 3, (marks >= 2) & (plain != 2))
+        assert all(not tok.decode([t], skip_special_tokens=False).strip()
+                   for t, m in zip(enc.ids, marks) if m == 3)
     # the rewrite's first token is never extended back into the prompt
     ex = prompts.edit_example("a.py", "x = 1\n", "do it", "\nx = 1\n")
     start = len(prompts.edit_prompt("a.py", "x = 1\n", "do it"))
@@ -428,6 +432,17 @@ def test_changed_tokens_weigh_more_in_the_loss():
     assert (w[0][~keep[0]] == 0).all() and set(w[0].tolist()) == {0.0, 0.5, 1.0, 8.0}
     # the default objective (weights 1) is the plain answer mask
     assert torch.equal(train.loss_weights(keep, m[:, 1:], 1.0, 1.0), keep.float())
+    # v8: the join marks (3, given the text) weigh --join-weight, by default --changed-weight
+    ex = prompts.edit_example("a.py", src, "do it", new)
+    jm = make_rows.change_marks(enc.offsets, len(prompts.edit_prompt("a.py", src, "do it")),
+                                make_rows.changed_spans(src, new), 0, ex)
+    mj = torch.from_numpy(np.concatenate([jm, np.zeros(len(code), dtype=np.uint8)]).astype(np.int64))[None]
+    wj = train.loss_weights(keep, mj[:, 1:], 8.0, 0.5, 12.0)
+    joins = [int(t) for t, x in zip(labels, wj[0]) if x == 12.0]
+    assert joins and all(not tok.decode([t]).strip() for t in joins)
+    assert torch.equal(train.loss_weights(keep, mj[:, 1:], 8.0, 0.5), torch.where(mj[:, 1:] == 3, 8.0, wj) * keep)
+    assert torch.equal(train.loss_weights(keep, mj[:, 1:], 8.0, 0.5, 12.0)[mj[:, 1:] != 3],
+                       train.loss_weights(keep, m[:, 1:], 8.0, 0.5)[mj[:, 1:] != 3])
 
 
 def test_rare_vocabulary_pieces_become_new_names_and_literals_only_when_asked():
@@ -549,7 +564,8 @@ def test_producer_marks_the_newline_run_at_joins():
         spans = make_rows.changed_spans(original, rewritten)
         assert np.array_equal(marks, make_rows.change_marks(enc.offsets, cut, spans, 0, text))
         plain = make_rows.change_marks(enc.offsets, cut, spans, 0)
-        extended += int((marks == 2).sum() - (plain == 2).sum())
+        extended += int((marks >= 2).sum() - (plain == 2).sum())
+        assert int((marks == 3).sum()) == int((marks >= 2).sum() - (plain == 2).sum())
     assert edits and extended > 0
 
 
@@ -614,3 +630,34 @@ def test_deletions_prefer_what_is_unused_and_say_unused_only_when_it_is():
             assert spec["unused"] is False
             assert "unused" not in instr.lower() and "dead code" not in instr.lower() and "not used" not in instr.lower()
     assert phrasing.SAYS_UNUSED <= {t for ts in phrasing.TEMPLATES.values() for t in ts}
+
+
+def test_kind_weights_change_the_training_mix_and_bad_ones_are_refused(monkeypatch):
+    """v8: make_rows --kind-weights KIND=W,... changes file_tasks.KIND_WEIGHT (the mix tasks_for_file
+    draws from); unknown kinds and weights that are not numbers > 0 are one-line errors."""
+    assert make_rows.parse_kind_weights("") == {}
+    assert make_rows.parse_kind_weights("delete_function=2.4, multi=3") == {"delete_function": 2.4, "multi": 3.0}
+    for bad in ("delete_fn=2", "multi", "multi=0", "multi=-1", "multi=x", "multi=inf", "multi=nan"):
+        with pytest.raises(ValueError, match="multi|delete_fn"):
+            make_rows.parse_kind_weights(bad)
+    rows = [{"path": f"pkg/m{i}.py", "text": MODULE.replace("LIMIT", f"LIMIT{i}"), "sha256": f"{i:064d}"}
+            for i in range(40)]
+
+    def share_of_deletions():
+        kinds = [t["kind"] for r in rows for t in file_tasks.tasks_for_file(r, 1, 5)]
+        return kinds.count("delete_function") / len(kinds)
+
+    before = share_of_deletions()
+    monkeypatch.setitem(file_tasks.KIND_WEIGHT, "delete_function", 50.0)
+    after = share_of_deletions()
+    assert after > 0.8 > before, (before, after)
+
+
+def test_make_rows_refuses_bad_kind_weights_in_one_line(tmp_path):
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "train/make_rows.py"
+    r = subprocess.run([sys.executable, str(script), "--corpus", str(tmp_path / "c.jsonl.gz"), "--tok", str(tmp_path),
+                        "--out", str(tmp_path / "rows"), "--kind-weights", "delete_fn=2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("--kind-weights: 'delete_fn=2'")

@@ -58,7 +58,7 @@ from strata import prompts  # noqa: E402
 
 _TOK = None
 
-MARK_REWRITE, MARK_CHANGED = 1, 2
+MARK_REWRITE, MARK_CHANGED, MARK_JOIN = 1, 2, 3
 CHAR_DIFF_LIMIT = 4000  # replaced blocks longer than this (either side) are marked whole
 
 
@@ -105,7 +105,9 @@ def change_marks(offsets, rewrite_start: int, spans, after: int = 0, text: str |
     each such run. With `text` (the example the offsets index; v7) the newline run at each join
     is part of the change too: the whitespace tokens with a newline right before and right after
     a changed run. BPE has single tokens for `\n`, `\n\n`, `\n\n    `, so which one comes at a
-    join depends on the change, and v5/v6 missed most often by copying the original's there."""
+    join depends on the change, and v5/v6 missed most often by copying the original's there.
+    Those join tokens get MARK_JOIN (v8), unless another span marks them changed: train.py weighs
+    them with --join-weight, which defaults to --changed-weight (the v7 weighting)."""
     starts = np.fromiter((o[0] for o in offsets), dtype=np.int64, count=len(offsets))
     ends = np.fromiter((o[1] for o in offsets), dtype=np.int64, count=len(offsets))
     marks = np.zeros(len(offsets), dtype=np.uint8)
@@ -119,14 +121,38 @@ def change_marks(offsets, rewrite_start: int, spans, after: int = 0, text: str |
         else:
             hit = np.flatnonzero((re_ > a) & (rs < b))
         if len(hit):
-            lo, hi = first + int(hit[0]), first + int(hit[-1]) + 1
+            lo0, hi0 = first + int(hit[0]), first + int(hit[-1]) + 1
+            lo, hi = lo0, hi0
             if text is not None:
                 while lo > first and _newline_run(text, starts[lo - 1], ends[lo - 1]):
                     lo -= 1
                 while hi < len(marks) and _newline_run(text, starts[hi], ends[hi]):
                     hi += 1
-            marks[lo:min(hi + after, len(marks))] = MARK_CHANGED
+            for a_, b_ in ((lo, lo0), (hi0, hi)):
+                join = marks[a_:b_]
+                join[join != MARK_CHANGED] = MARK_JOIN
+            marks[lo0:hi0] = MARK_CHANGED
+            marks[hi:min(hi + after, len(marks))] = MARK_CHANGED
     return marks
+
+
+def parse_kind_weights(spec: str) -> dict[str, float]:
+    """`KIND=W,KIND=W` -> {kind: weight}; every kind one of file_tasks.KINDS, every weight > 0
+    (a kind is left out of the mix by not being asked for elsewhere, not by weight 0: tasks_for_file
+    draws every kind's key from its weight). Empty: no change."""
+    out = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        kind, sep, w = part.partition("=")
+        if not sep or kind not in file_tasks.KINDS:
+            raise ValueError(f"{part!r}: want KIND=WEIGHT with KIND one of {', '.join(file_tasks.KINDS)}")
+        try:
+            weight = float(w)
+        except ValueError:
+            weight = float("nan")
+        if not weight > 0 or weight == float("inf"):
+            raise ValueError(f"{part!r}: the weight must be a number > 0")
+        out[kind] = weight
+    return out
 
 
 def rare_vocab(tokenizer, texts, max_count: int) -> list[str]:
@@ -244,7 +270,8 @@ class Packer:
         self.used += len(ids)
         self.stats[what + "_tokens"] += len(ids)
         if marks is not None:
-            self.stats["changed_tokens"] = self.stats.get("changed_tokens", 0) + int((marks == MARK_CHANGED).sum())
+            self.stats["changed_tokens"] = self.stats.get("changed_tokens", 0) + int((marks >= MARK_CHANGED).sum())
+            self.stats["join_tokens"] = self.stats.get("join_tokens", 0) + int((marks == MARK_JOIN).sum())
             self.stats["rewrite_tokens"] = self.stats.get("rewrite_tokens", 0) + int((marks > 0).sum())
 
 
@@ -272,7 +299,14 @@ def main() -> None:
                     help="share of edit files whose names are scrambled first (file_tasks.scramble_names; 0: v5 and before)")
     ap.add_argument("--mark-after", type=int, default=2,
                     help="marks: this many rewrite tokens after each change are marked changed too")
+    ap.add_argument("--kind-weights", default="",
+                    help="KIND=W,...: change the training mix of edit kinds (file_tasks.KIND_WEIGHT), "
+                         "e.g. delete_function=2.4,multi=2.4 (v8)")
     args = ap.parse_args()
+    try:
+        file_tasks.KIND_WEIGHT.update(parse_kind_weights(args.kind_weights))  # the forked workers inherit it
+    except ValueError as e:
+        raise SystemExit(f"--kind-weights: {e}")
     args.out.mkdir(parents=True, exist_ok=True)
     from tokenizers import Tokenizer
 
@@ -304,6 +338,7 @@ def main() -> None:
             info = {"shards": shard, "rows": total_rows, "tokens": total_rows * (args.seq_len + 1),
                     "seconds": round(time.time() - t0, 1), "kinds": kinds, **counts, **packer.stats,
                     "seq_len": args.seq_len, "seed": args.seed, "corpus_files": len(corpus), **counts_vocab,
+                    "kind_weight": file_tasks.KIND_WEIGHT,
                     "args": {k: str(v) for k, v in vars(args).items()}}
             (args.out / "producer.json").write_text(json.dumps(info, indent=1))
             print(f"shard {shard}: {total_rows} rows, {time.time() - t0:.0f}s", flush=True)

@@ -313,12 +313,16 @@ def prompt_ids(tokenizer) -> dict:
             "rewrite": tid(prompts.REWRITE), "assistant": head[1:]}
 
 
-def loss_weights(keep: torch.Tensor, marks: torch.Tensor, changed_weight: float, code_weight: float) -> torch.Tensor:
+def loss_weights(keep: torch.Tensor, marks: torch.Tensor, changed_weight: float, code_weight: float,
+                 join_weight: float | None = None) -> torch.Tensor:
     """Per-label loss weights for --loss-on answer with marks (make_rows.change_marks, aligned
-    with the labels): `changed_weight` on the rewrite tokens that carry a change (mark 2), 1 on
-    the rest of a rewrite (mark 1: copied tokens and <|endoftext|>), `code_weight` on the other
-    labels that keep loss (mark 0: code, assistant replies), 0 where loss_mask masks."""
-    w = torch.where(marks == 2, changed_weight, torch.where(marks == 1, 1.0, code_weight))
+    with the labels): `changed_weight` on the rewrite tokens that carry a change (mark 2),
+    `join_weight` (default: `changed_weight`) on the newline tokens at a change's joins (mark 3),
+    1 on the rest of a rewrite (mark 1: copied tokens and <|endoftext|>), `code_weight` on the
+    other labels that keep loss (mark 0: code, assistant replies), 0 where loss_mask masks."""
+    join_weight = changed_weight if join_weight is None else join_weight
+    w = torch.where(marks == 2, changed_weight, torch.where(marks == 3, join_weight,
+                    torch.where(marks == 1, 1.0, code_weight)))
     return w * keep
 
 
@@ -378,14 +382,18 @@ def main() -> None:
                     help="answer: no loss on edit prompts (file + instruction) and user/system chat turns")
     ap.add_argument("--changed-weight", type=float, default=1.0,
                     help="with --loss-on answer: loss weight of rewrite tokens that carry a change (needs the producer's marks)")
+    ap.add_argument("--join-weight", type=float, default=None,
+                    help="with marks: loss weight of the newline tokens at a change's joins (default: --changed-weight)")
     ap.add_argument("--code-weight", type=float, default=1.0,
                     help="with --loss-on answer and marks: loss weight of answer tokens outside rewrites (code, chat replies)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a very small model for a CPU smoke test")
     args = ap.parse_args()
-    use_marks = args.changed_weight != 1.0 or args.code_weight != 1.0
+    use_marks = args.changed_weight != 1.0 or args.code_weight != 1.0 or args.join_weight not in (None, 1.0)
     if use_marks and args.loss_on != "answer":
-        raise SystemExit("--changed-weight/--code-weight need --loss-on answer")
+        raise SystemExit("--changed-weight/--join-weight/--code-weight need --loss-on answer")
+    if args.join_weight is not None and args.join_weight < 0:
+        raise SystemExit(f"--join-weight must be >= 0, not {args.join_weight}")
     args.out.mkdir(parents=True, exist_ok=True)
     logf = open(args.out / "train_log.txt", "a")
     cuda = args.device == "cuda"
@@ -454,10 +462,10 @@ def main() -> None:
             per_tok = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
             if use_marks:
                 m = marks[:, 1:].reshape(-1)
-                w = loss_weights(keep, m, args.changed_weight, args.code_weight)
+                w = loss_weights(keep, m, args.changed_weight, args.code_weight, args.join_weight)
                 loss = (per_tok * w).sum() / w.sum().clamp(min=1e-6)
                 pt = per_tok.detach()
-                parts = tuple(((pt * sel).sum() / sel.sum().clamp(min=1)) for sel in ((m == 2) & keep, (m == 1) & keep))
+                parts = tuple(((pt * sel).sum() / sel.sum().clamp(min=1)) for sel in ((m >= 2) & keep, (m == 1) & keep))
             else:
                 n_keep = keep.sum()
                 loss = (per_tok * keep).sum() / n_keep.clamp(min=1)
@@ -471,7 +479,8 @@ def main() -> None:
         return loss.detach(), aux.detach(), labels.numel(), parts
 
     if use_marks:
-        log(f"loss weights: changed rewrite tokens {args.changed_weight}, other rewrite tokens 1, "
+        join = args.changed_weight if args.join_weight is None else args.join_weight
+        log(f"loss weights: changed rewrite tokens {args.changed_weight}, newlines at their joins {join}, other rewrite tokens 1, "
             f"code and chat answers {args.code_weight}")
     feed = ShardFeed(args.rows, 1, args.seed, log, marks=use_marks)
     feed.wait_first()

@@ -17,7 +17,7 @@ forced() {  # $1: model folder, $2: name under $W; teacher-forced, float32
   echo "$2: $(tail -1 $W/$2.log)"
 }
 build_data
-start_producer --seed ${ROWS_SEED:-2029} --p-scramble ${P_SCRAMBLE:-0.5}
+start_producer --seed ${ROWS_SEED:-2029} --p-scramble ${P_SCRAMBLE:-0.5} ${ROWS_ARGS:-}
 start_training --init-from $BASE --loss-on answer --lr ${LR:-7e-4} --warmup ${WARMUP:-30} \
     --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
 make_tasks
