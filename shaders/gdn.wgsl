@@ -82,7 +82,11 @@ const CB: u32 = CWG / PARTS;  // columns per workgroup
 const DP: u32 = DK / PARTS;   // rows of S per thread
 var<workgroup> red: array<f32, CWG>;
 
-{{include gdn_sum_parts.wgsl}}
+{{include gdn_step_row.wgsl}}
+
+// the row's k and q as gdn_inputs wrote them (base: the thread's first row of S in them)
+fn key_at(base: u32, i: u32) -> f32 { return k[base + i]; }
+fn query_at(base: u32, i: u32) -> f32 { return q[base + i]; }
 
 @compute @workgroup_size({{CWG}})
 fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -96,30 +100,13 @@ fn gdn_step(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id
     let live = col < p.Dv;
     let i0 = part * DP;
     var s: array<f32, DP>;
-    for (var c = 0u; c < DP; c++) { s[c] = 0.0; }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { s[c] = s0[sbase + (i0 + c) * p.Dv + col]; }
-    }
+    load_rows(&s, sbase, i0, col, live);
     for (var t = 0u; t < p.T; t++) {
-        let kb = (t * p.Hk + kh) * DK + i0;
-        let decay = g[t * p.Hv + h];
-        var kv = 0.0;
-        for (var c = 0u; c < DP; c++) {
-            s[c] = s[c] * decay;
-            kv = kv + s[c] * k[kb + c];
-        }
-        kv = sum_parts(lid, part, cc, kv);
-        var delta = 0.0;
-        if (live) { delta = (v[(t * p.Hv + h) * p.Dv + col] - kv) * beta[t * p.Hv + h]; }
-        var o = 0.0;
-        for (var c = 0u; c < DP; c++) {
-            s[c] = s[c] + k[kb + c] * delta;
-            o = o + s[c] * q[kb + c];
-        }
-        o = sum_parts(lid, part, cc, o);
+        var vv = 0.0;
+        if (live) { vv = v[(t * p.Hv + h) * p.Dv + col]; }
+        let o = step_rows(&s, g[t * p.Hv + h], beta[t * p.Hv + h], vv, live, (t * p.Hk + kh) * DK + i0,
+                          lid, part, cc);
         if (live && part == 0u) { out[(t * p.Hv + h) * p.Dv + col] = o; }
     }
-    if (live) {
-        for (var c = 0u; c < DP; c++) { state[sbase + (i0 + c) * p.Dv + col] = s[c]; }
-    }
+    store_rows(&s, sbase, i0, col, live);
 }
