@@ -147,3 +147,9 @@ def test_bad_early_first_is_one_line(capsys, monkeypatch, value):
 def test_unknown_adapter_variable_is_one_usage_line(capsys, monkeypatch):
     line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_ADAPTER", "gpu0")
     assert "STRATA_WEBGPU_ADAPTER='gpu0': use one of auto, software, any" in line
+
+
+def test_malformed_repeat_is_one_line(capsys, monkeypatch):
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_REPEAT", "add_rmsnorm:99")
+    assert "STRATA_WEBGPU_REPEAT='add_rmsnorm:99': use a comma list of kernel entry points" in line
+    assert "internal error" not in line

@@ -7,7 +7,10 @@ groups rows (f32 experts, STRATA_WEBGPU_FUSE=0); resident half-precision experts
 the GPU."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
+
 import pytest
 
 import strata
@@ -464,3 +467,40 @@ def test_profile_times_every_dispatch_and_changes_no_bit(bf16_model, monkeypatch
     assert c1["gpu_span_us"] > c0["gpu_span_us"]
     routed = [k for k in labels if k.startswith("matmul_routed")]
     assert routed and all(c1["gpu_bytes:" + k] > 0 for k in routed)  # weight bytes for GB/s
+
+
+def test_repeat_records_the_named_kernels_again_for_timing(bf16_model, monkeypatch):
+    # STRATA_WEBGPU_REPEAT=ENTRY:N (a timing tool: a decode's time with and without it is the
+    # kernel's real cost in the pipelined window) records every dispatch of that entry point N
+    # times and no other; router_topk writes the ids and weights from the router's logits only,
+    # so repeating it changes no bit of the logits
+    monkeypatch.setenv("STRATA_WEBGPU_PROFILE", "1")
+    plain = gpu(bf16_model)
+    again = gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_REPEAT", "router_topk:3")
+    monkeypatch.delenv("STRATA_WEBGPU_PROFILE")
+    for window, keep in WINDOWS[:2]:
+        before = [e.backend_counters() for e in (plain, again)]
+        np.testing.assert_array_equal(plain.run(window), again.run(window), err_msg=f"window {window}")
+        after = [e.backend_counters() for e in (plain, again)]
+        n = [{k[6:]: a[k] - b.get(k, 0) for k in a if k.startswith("gpu_n:")} for a, b in zip(after, before)]
+        assert n[0]["router_topk"] > 0 and n[1]["router_topk"] == 3 * n[0]["router_topk"]
+        assert {k: v for k, v in n[1].items() if k != "router_topk" and v} == \
+            {k: v for k, v in n[0].items() if k != "router_topk" and v}
+        plain.commit(keep)
+        again.commit(keep)
+
+
+@pytest.mark.parametrize("value", ["add_rmsnorm:1", "add_rmsnorm:65", "Add", "x:", ",", "a b", "gdn_step:2x"])
+def test_repeat_refuses_a_malformed_value_in_one_line(bf16_model, monkeypatch, value):
+    # the CLI's check (webgpu.backend_config) and the device's own give the same line
+    from strata.errors import UsageError
+    from strata.webgpu import open_device
+
+    want = rf"^STRATA_WEBGPU_REPEAT='{re.escape(value)}': use a comma list of kernel entry points, each with an optional :N"
+    with pytest.raises(UsageError, match=want):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_REPEAT", value)
+    monkeypatch.setenv("STRATA_WEBGPU_REPEAT", value)
+    with pytest.raises(ValueError, match=want):
+        open_device("software")
+    monkeypatch.setenv("STRATA_WEBGPU_REPEAT", "add_rmsnorm,router_topk:64")
+    assert open_device("software") is not None

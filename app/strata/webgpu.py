@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -108,8 +109,8 @@ def backend_adapter() -> str:
 def backend_config() -> tuple[str, str, str]:
     """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
     loop the backend reads from STRATA_WEBGPU_XLOAD, STRATA_WEBGPU_QUANT_FOLD,
-    STRATA_WEBGPU_ROW_SPLIT, STRATA_WEBGPU_FOLD and STRATA_WEBGPU_EARLY_FIRST are checked here, as
-    the adapter choice is."""
+    STRATA_WEBGPU_ROW_SPLIT, STRATA_WEBGPU_FOLD, STRATA_WEBGPU_EARLY_FIRST and STRATA_WEBGPU_REPEAT
+    (a timing tool) are checked here, as the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
         raise UsageError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
@@ -129,6 +130,10 @@ def backend_config() -> tuple[str, str, str]:
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):
         raise UsageError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")
+    repeat = os.environ.get("STRATA_WEBGPU_REPEAT")
+    if repeat and not all(re.fullmatch(r"[a-z0-9_]+(:([2-9]|[1-5][0-9]|6[0-4]))?", item) for item in repeat.split(",")):
+        raise UsageError(f"STRATA_WEBGPU_REPEAT={repeat!r}: use a comma list of kernel entry points, each with an "
+                         "optional :N (2 to 64 times; default 2), e.g. add_rmsnorm,router_topk:3")
     return str(library_path()), str(shader_dir()), backend_adapter()
 
 

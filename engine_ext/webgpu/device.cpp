@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -152,6 +153,13 @@ Device::Device(const DeviceOptions& options)
     WGPULimits supported = WGPU_LIMITS_INIT;
     if (api_.wgpuAdapterGetLimits(adapter_handle_, &supported) != WGPUStatus_Success)
         throw std::runtime_error("webgpu: cannot read the adapter limits of " + adapter_.device);
+
+    repeat_ = repeat_from_env();
+    if (!repeat_.empty()) {
+        std::string what;
+        for (const auto& [entry, n] : repeat_) what += (what.empty() ? "" : ", ") + entry + " x" + std::to_string(n);
+        std::fprintf(stderr, "strata: STRATA_WEBGPU_REPEAT: %s; for timing only, results are wrong\n", what.c_str());
+    }
 
     // STRATA_WEBGPU_PROFILE=1: timestamp queries, inside the pass where the adapter allows it.
     std::vector<WGPUFeatureName> features;
@@ -385,14 +393,54 @@ void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t par
     std::memcpy(params_.data() + offset, params, params_bytes);
     // (the caller's list moved in: a dispatch's buffers are not copied again)
     dispatches_.push_back(Dispatch{pipeline, offset, slots * kUniformSlot, std::move(buffers), {gx, gy, gz}});
+    last_copies_ = 1;
+    if (!device_.repeat_.empty()) {  // STRATA_WEBGPU_REPEAT (timing only)
+        auto it = device_.repeat_.find(pipeline.entry);
+        for (; it != device_.repeat_.end() && last_copies_ < size_t(it->second); ++last_copies_)
+            dispatches_.push_back(dispatches_.back());
+    }
 }
 
 bool Recorder::profiling() const { return device_.profile_mode_ > 0; }
 
+std::map<std::string, int> Device::repeat_from_env() {
+    std::map<std::string, int> out;
+    const char* v = std::getenv("STRATA_WEBGPU_REPEAT");
+    if (!v || !*v) return out;
+    const std::string all(v);
+    auto bad = [&]() {
+        return std::invalid_argument("STRATA_WEBGPU_REPEAT='" + all +
+                                     "': use a comma list of kernel entry points, each with an optional :N "
+                                     "(2 to 64 times; default 2), e.g. add_rmsnorm,router_topk:3");
+    };
+    for (size_t pos = 0; pos <= all.size();) {
+        size_t comma = std::min(all.find(',', pos), all.size());
+        const std::string item = all.substr(pos, comma - pos);
+        const size_t colon = item.find(':');
+        const std::string entry = item.substr(0, colon);
+        int n = 2;
+        if (colon != std::string::npos) {
+            const std::string count = item.substr(colon + 1);
+            char* end = nullptr;
+            long c = count.empty() ? 0 : std::strtol(count.c_str(), &end, 10);
+            if (count.empty() || *end || c < 2 || c > 64) throw bad();
+            n = int(c);
+        }
+        if (entry.empty() || entry.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+            throw bad();
+        out[entry] = n;
+        pos = comma + 1;
+    }
+    return out;
+}
+
 void Recorder::annotate(std::string label, uint64_t bytes) {
-    if (dispatches_.empty()) return;
-    dispatches_.back().label = std::move(label);
-    dispatches_.back().bytes = bytes;
+    // every copy of a repeated dispatch (STRATA_WEBGPU_REPEAT) takes the label
+    for (size_t i = std::min(last_copies_, dispatches_.size()); i > 0; --i) {
+        Dispatch& d = dispatches_[dispatches_.size() - i];
+        d.label = label;
+        d.bytes = bytes;
+    }
 }
 
 void Recorder::download(const BufferPtr& src, uint64_t offset, uint64_t bytes, void* dst) {

@@ -135,6 +135,7 @@ private:
     std::vector<BufferPtr> in_flight_;  // buffers of submits not waited for yet
     double last_run_seconds_ = 0;
     double last_encode_seconds_ = 0;
+    size_t last_copies_ = 1;  // how many times the last dispatch was recorded (STRATA_WEBGPU_REPEAT)
 };
 
 class Device {
@@ -173,6 +174,14 @@ public:
     // Summed GPU span of the timed submits (first timestamp to last) and how many there were.
     double profile_span_ns() const { return profile_span_ns_; }
     uint64_t profile_submits() const { return profile_submits_; }
+
+    // STRATA_WEBGPU_REPEAT=ENTRY[:N],... (a timing tool, never for use: results are wrong where a
+    // repeated kernel is not idempotent): every dispatch of those entry points is recorded N
+    // times (default 2), so a decode's time with and without it gives the real cost of a kernel
+    // in the pipelined window, which timestamps between dispatches distort (they serialise).
+    // Empty when unset; a malformed value throws std::invalid_argument, one line.
+    static std::map<std::string, int> repeat_from_env();
+    const std::map<std::string, int>& repeat() const { return repeat_; }
 
 private:
     friend class Recorder;
@@ -214,6 +223,7 @@ private:
     std::vector<uint64_t> bind_key_;  // the key being looked up
     uint64_t bind_groups_made_ = 0;
 
+    std::map<std::string, int> repeat_;
     int profile_mode_ = 0;
     std::string profile_status_ = "off";
     std::map<std::string, ProfileEntry> profile_;
