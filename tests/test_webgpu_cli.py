@@ -153,3 +153,8 @@ def test_malformed_repeat_is_one_line(capsys, monkeypatch):
     line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_REPEAT", "add_rmsnorm:99")
     assert "STRATA_WEBGPU_REPEAT='add_rmsnorm:99': use a comma list of kernel entry points" in line
     assert "internal error" not in line
+
+
+def test_unknown_norm_workgroup_size_is_one_line(capsys, monkeypatch):
+    line = _bad_setting_line(capsys, monkeypatch, "STRATA_WEBGPU_NORM_WG", "300")
+    assert "STRATA_WEBGPU_NORM_WG='300': use 64, 128, 256, 512 or 1024" in line

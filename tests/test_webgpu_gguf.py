@@ -343,11 +343,15 @@ def test_producers_fold_by_default_for_the_k_quants_only(ggufs, mix, folds, monk
             e.commit(keep)
 
 
+@pytest.mark.parametrize("norm_wg", ["", "256"], ids=["norm-wg-64", "norm-wg-256"])
 @pytest.mark.parametrize("mix", ["Q4_K_M", "Q8_0"])
-def test_producers_quantize_wide_rows_as_quantize_rows_does(tmp_path, mix, monkeypatch):
+def test_producers_quantize_wide_rows_as_quantize_rows_does(tmp_path, mix, norm_wg, monkeypatch):
     """Rows of 2048 (hidden) and 512 (expert width) values: the producers map 32 or 8 values to a
     thread (a whole 32-value sum in one thread, or a tree over threads), unlike quantize_rows'
-    4 or 1; the logits still equal the unfolded path's bit for bit."""
+    4 or 1; the logits still equal the unfolded path's bit for bit, also with the hidden-size
+    norms in workgroups of 256 (STRATA_WEBGPU_NORM_WG), which both paths then take."""
+    if norm_wg:
+        monkeypatch.setenv("STRATA_WEBGPU_NORM_WG", norm_wg)
     kw = dict(hidden_size=2048, head_dim=64, num_hidden_layers=2, num_experts=4, moe_intermediate_size=512,
               shared_expert_intermediate_size=512, linear_key_head_dim=64, linear_value_head_dim=64)
     folder, _ = make_hf_model(str(tmp_path / "hf"), "qwen3_next", seed=5, **kw)

@@ -504,3 +504,34 @@ def test_repeat_refuses_a_malformed_value_in_one_line(bf16_model, monkeypatch, v
         open_device("software")
     monkeypatch.setenv("STRATA_WEBGPU_REPEAT", "add_rmsnorm,router_topk:64")
     assert open_device("software") is not None
+
+
+@pytest.fixture(scope="module")
+def wide_model(tmp_path_factory):
+    # hidden 1024: the norms over the hidden size take STRATA_WEBGPU_NORM_WG (Kernels::kNormWideRow)
+    return write_random_model(tmp_path_factory.mktemp("webgpu_wide") / "m", "qwen3_next", seed=8, dtype="bfloat16",
+                              hidden_size=1024, num_hidden_layers=2)
+
+
+def test_wide_norm_workgroups_keep_windows_exact(wide_model, monkeypatch):
+    # STRATA_WEBGPU_NORM_WG=256 (an A/B for the GPU): the hidden-size norms in workgroups of 256;
+    # window rows still equal serial decoding bit for bit, every fold gives the unfolded bits,
+    # and the setting takes effect (another reduction order than 64's)
+    monkeypatch.setenv("STRATA_WEBGPU_NORM_WG", "256")
+    serial, windowed = prefilled(PROMPT, gpu(wide_model), gpu(wide_model))
+    assert_windows_equal_serial(serial, windowed, WINDOWS)
+    folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_FOLD", "1"), gpu(wide_model))
+    for window, keep in WINDOWS + [([60], 1), ([61], 1)]:
+        np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
+        folded.commit(keep)
+        apart.commit(keep)
+    monkeypatch.delenv("STRATA_WEBGPU_NORM_WG")
+    narrow, wide = prefilled(PROMPT, gpu(wide_model), gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_NORM_WG", "256"))
+    a, b = np.array(narrow.run([5, 6, 7])), np.array(wide.run([5, 6, 7]))
+    assert not np.array_equal(a, b) and np.allclose(a, b, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("value", ["32", "100", "2048", "wide"])
+def test_norm_workgroup_size_is_checked(bf16_model, monkeypatch, value):
+    with pytest.raises(Exception, match=f"STRATA_WEBGPU_NORM_WG='{value}': use 64, 128, 256, 512 or 1024"):
+        gpu_with_env(monkeypatch, bf16_model, "STRATA_WEBGPU_NORM_WG", value)

@@ -109,8 +109,8 @@ def backend_adapter() -> str:
 def backend_config() -> tuple[str, str, str]:
     """(library, shader folder, adapter choice) for the engine's webgpu backend factory; the row
     loop the backend reads from STRATA_WEBGPU_XLOAD, STRATA_WEBGPU_QUANT_FOLD,
-    STRATA_WEBGPU_ROW_SPLIT, STRATA_WEBGPU_FOLD, STRATA_WEBGPU_EARLY_FIRST and STRATA_WEBGPU_REPEAT
-    (a timing tool) are checked here, as the adapter choice is."""
+    STRATA_WEBGPU_ROW_SPLIT, STRATA_WEBGPU_FOLD, STRATA_WEBGPU_EARLY_FIRST, STRATA_WEBGPU_NORM_WG
+    and STRATA_WEBGPU_REPEAT (a timing tool) are checked here, as the adapter choice is."""
     xload = os.environ.get("STRATA_WEBGPU_XLOAD", "")
     if xload and xload not in ROW_LOOPS:
         raise UsageError(f"STRATA_WEBGPU_XLOAD={xload!r}: use one of {', '.join(ROW_LOOPS)}")
@@ -130,6 +130,9 @@ def backend_config() -> tuple[str, str, str]:
     early = os.environ.get("STRATA_WEBGPU_EARLY_FIRST")
     if early and not (early.isdigit() and 1 <= int(early) <= 4096):
         raise UsageError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")
+    norm_wg = os.environ.get("STRATA_WEBGPU_NORM_WG")
+    if norm_wg and norm_wg not in ("64", "128", "256", "512", "1024"):
+        raise UsageError(f"STRATA_WEBGPU_NORM_WG={norm_wg!r}: use 64, 128, 256, 512 or 1024 (unset: 64)")
     repeat = os.environ.get("STRATA_WEBGPU_REPEAT")
     if repeat and not all(re.fullmatch(r"[a-z0-9_]+(:([2-9]|[1-5][0-9]|6[0-4]))?", item) for item in repeat.split(",")):
         raise UsageError(f"STRATA_WEBGPU_REPEAT={repeat!r}: use a comma list of kernel entry points, each with an "

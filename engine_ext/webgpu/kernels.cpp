@@ -162,6 +162,19 @@ Kernels::Kernels(Device& device) : device_(device) {
             throw std::invalid_argument(std::string("STRATA_WEBGPU_ROW_SPLIT='") + split + "': use 0 or 1 (unset: 1)");
         split_ = *split == '1';
     }
+    // STRATA_WEBGPU_NORM_WG: the workgroup size of norms over rows of kNormWideRow values or more
+    // (an A/B for the GPU: one 64-thread workgroup per row is a chain of memory latencies there)
+    if (const char* nwg = std::getenv("STRATA_WEBGPU_NORM_WG"); nwg && *nwg) {
+        const std::string v(nwg);
+        const uint32_t have = device_.limits().max_invocations_per_workgroup;
+        uint32_t n = 0;
+        for (uint32_t c : {64u, 128u, 256u, 512u, 1024u})
+            if (v == std::to_string(c)) n = c;
+        if (!n || n > have)
+            throw std::invalid_argument("STRATA_WEBGPU_NORM_WG='" + v + "': use 64, 128, 256, 512 or 1024, at most " +
+                                        std::to_string(have) + " on this adapter (unset: 64)");
+        norm_wg_ = n;
+    }
 }
 
 namespace {
@@ -178,7 +191,7 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
     for (const Known& k : same)
         if (k.file == file && k.entry == entry && k.extra == extra) return *k.pipeline;
     Known k{file, entry, extra, nullptr};
-    extra["WG"] = std::to_string(kWorkgroup);
+    if (!extra.count("WG")) extra["WG"] = std::to_string(kWorkgroup);
     if (file.rfind("matmul", 0) == 0 && !extra.count("ROWS")) {
         extra["ROWS"] = rows_file_;
         extra["RB"] = std::to_string(rb_);
@@ -187,6 +200,11 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
     k.pipeline = &device_.pipeline(file, entry, extra);  // (a std::map's element: stays put)
     same.push_back(std::move(k));
     return *same.back().pipeline;
+}
+
+ShaderDefines Kernels::norm_defines(uint32_t D, ShaderDefines extra) const {
+    extra["WG"] = std::to_string(D >= kNormWideRow ? norm_wg_ : kWorkgroup);
+    return extra;
 }
 
 Kernels::Split Kernels::row_split(uint64_t groups, uint32_t T) const {
@@ -521,7 +539,7 @@ void Kernels::rmsnorm(Recorder& r, const BufRef& x, const BufRef& w, const BufRe
         float eps, off;
         uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs, x_off, x_ld, x_hs;
     } p{rows, D, eps, weight_offset, gx, 0, 0, heads, 0, 0, 0, x_off, x_ld, x_hs};
-    r.dispatch(pipeline("norm.wgsl", "rmsnorm"), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
+    r.dispatch(pipeline("norm.wgsl", "rmsnorm", norm_defines(D)), &p, sizeof p, {x, w, y, nullptr}, gx, (rows + gx - 1) / gx);
 }
 
 // The two-input norms (norm.wgsl's z binding: the gate, or the residual's addend).
@@ -533,7 +551,7 @@ void Kernels::norm_with(Recorder& r, const char* entry, const char* z_name, cons
     need(y, uint64_t(rows) * D, entry, "y");
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     struct { uint32_t rows, D; float eps, off; uint32_t gx; } p{rows, D, eps, weight_offset, gx};
-    r.dispatch(pipeline("norm.wgsl", entry), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+    r.dispatch(pipeline("norm.wgsl", entry, norm_defines(D)), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
 }
 
 void Kernels::add_rmsnorm(Recorder& r, const BufRef& x, const BufRef& z, const BufRef& w, const BufRef& y,
@@ -551,7 +569,7 @@ void Kernels::rmsnorm_gated(Recorder& r, const BufRef& x, const BufRef& z, const
     uint32_t gx = std::min(rows, device_.limits().max_workgroups_per_dimension);
     struct { uint32_t rows, D; float eps, off; uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs; } p{
         rows, D, eps, weight_offset, gx, 0, 0, heads, z_off, z_ld, z_hs};
-    r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated"), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
+    r.dispatch(pipeline("norm.wgsl", "rmsnorm_gated", norm_defines(D)), &p, sizeof p, {x, w, y, z}, gx, (rows + gx - 1) / gx);
 }
 
 void Kernels::rotary(Recorder& r, const BufRef& x, const BufRef& cos_sin, uint32_t T, uint32_t heads,
@@ -580,7 +598,7 @@ void Kernels::rmsnorm_rotary(Recorder& r, const BufRef& x, const BufRef& w, cons
         uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs, x_off, x_ld, x_hs, k, has_shared, rot_half;
     } p{rows, D, eps, 0.0f, gx, 0, 0, heads, 0, 0, 0, x_off, x_ld, x_hs, 0, 0, rot_dim / 2};
     static_assert(sizeof p == 17 * 4, "norm.wgsl's Params up to rot_half");
-    r.dispatch(pipeline("norm_rotary.wgsl", "rmsnorm_rotary"), &p, sizeof p, {x, w, y, nullptr, cos_sin}, gx,
+    r.dispatch(pipeline("norm_rotary.wgsl", "rmsnorm_rotary", norm_defines(D)), &p, sizeof p, {x, w, y, nullptr, cos_sin}, gx,
                (rows + gx - 1) / gx);
 }
 
@@ -837,7 +855,7 @@ void Kernels::moe_combine_add_rmsnorm(Recorder& r, const BufRef& D, uint32_t d_r
         uint32_t gx, unused[9], k, has_shared;
     } p{T, H, eps, 0.0f, gx, {}, k, shared ? 1u : 0u};
     static_assert(sizeof p == 16 * 4, "norm.wgsl's Params up to has_shared");
-    r.dispatch(pipeline("moe_norm.wgsl", op), &p, sizeof p,
+    r.dispatch(pipeline("moe_norm.wgsl", op, norm_defines(H)), &p, sizeof p,
                {x, nw, y, nullptr, D, slot, w, shared ? shared : D, shared ? shared_gate : w}, gx, (T + gx - 1) / gx);
 }
 

@@ -84,7 +84,7 @@ void Kernels::quantizing_producer(Recorder& r, const char* entry, const BufRef& 
         uint32_t gx, d_off, e_off, heads, z_off, z_ld, z_hs;
     } p{rows, D, eps, weight_offset, gx, uint32_t(quant_act_scales_at(rows, K)), uint32_t(quant_act_sums_at(f, rows, K)),
         heads, 0, K, D};  // the gate packed
-    r.dispatch(pipeline("norm_quant.wgsl", entry, quant_defines(L, kTokenBlock)), &p, sizeof p, {x, w, y, z, xq}, gx,
+    r.dispatch(pipeline("norm_quant.wgsl", entry, norm_defines(D, quant_defines(L, kTokenBlock))), &p, sizeof p, {x, w, y, z, xq}, gx,
                (rows + gx - 1) / gx);
 }
 
