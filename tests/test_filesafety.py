@@ -14,7 +14,7 @@ from strata.cli.runner import run_app
 from strata.edit import EditSession
 from strata.errors import EditError
 from strata.testing.fake import FakeGenerator
-from strata.editscope import asked_renames, unexplained_changes, unfinished_renames
+from strata.editscope import asked_renames, missing_imports, unexplained_changes, unfinished_renames
 from strata.filesafety import clean_stale_temps, rewrite_checks, rewrite_warnings, write_target
 from strata.store.atomic import atomic_write_bytes, stale_temp_files
 from strata.undefnames import newly_undefined
@@ -250,7 +250,10 @@ def test_deleting_the_function_that_is_most_of_the_file_is_no_alarm():
     big = "import os\n\n\ndef big(x):\n" + "".join(f"    x += {i}\n" for i in range(30)) + "    return x\n\n\nY = 1\n"
     new = "import os\n\n\nY = 1\n"
     assert rewrite_warnings("m.py", big, new, "delete the function big") == []
-    assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new, "delete the function big and fix Y"))
+    # also where another step is one no check reads: every line gone is big's (seen on v7's
+    # held-out multi edits, "remove `f` and add a function g(a) that ...; remove `import x`")
+    assert rewrite_warnings("m.py", big, new, "delete the function big and fix Y") == []
+    assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new, "fix Y"))
     assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new, None))
     # a deletion that also takes lines the instruction does not name is warned about as before
     got = rewrite_warnings("m.py", big, "Y = 1\n", "delete the function big")
@@ -374,6 +377,10 @@ def test_cli_yes_refuses_a_rewrite_that_drops_an_unnamed_function(capsys, cli_en
     # not renames: a plain "replace" (one spot or a value), a signature, a file, the same name
     ("replace f1 with g1", []),
     ("add a function f(x) -> int", []),
+    # quoted names are string literals: '"a" -> "b"' changes a string, even one that is a name too
+    ('"find_triple" -> "signal_key"', []),
+    ("`'a'` -> `'b'`, thanks", []),
+    ("`cell_table` should be called `message`.", [("cell_table", "message")]),
     ("rename the file", []),
     ("rename a to a", []),
 ])
@@ -557,6 +564,11 @@ def test_a_multi_step_instruction_that_changes_other_lines(instruction, new, lin
     ("Go ahead and remove _v, thanks", "deletion"),
     ("I need you to delete _v and add `import math`", "multi-step edit"),
     ("Hey, leave the file exactly as it is", "request for no change"),
+    # seen on held-out tasks with v7: these openers hid the request, and the changes were written
+    ("Kindly keep the file as is.", "request for no change"),
+    ("Can you leave it unchanged, thanks!", "request for no change"),
+    ("Could you please delete _v?", "deletion"),
+    ("please don't touch it", "request for no change"),
 ])
 def test_a_request_after_an_opener_is_read(instruction, what):
     new = COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", "").replace("return r, g, b", "return b")
@@ -815,3 +827,77 @@ def test_cli_yes_refuses_a_rewrite_that_uses_a_name_it_no_longer_defines(capsys,
     got = json.loads(out)
     assert code == 0 and got["written"] and got["warnings"] == []
     assert got["notes"] == ["the rewrite still uses os (line 5), which the instruction deletes"]
+
+
+def test_a_literal_change_that_starts_the_instruction_is_read():
+    # '"_it" -> "offset_mode"': the opener's strip took the first quote, and no check ran (v7 wrote
+    # a __slots__ line with another string replaced); a string that is also a name is no rename
+    old = 'class A:\n    __slots__ = ("_edges", "_it", "_curr")\n\n    def _it(self):\n        return self._it\n'
+    right = old.replace('"_it", "_curr"', '"offset_mode", "_curr"')
+    wrong = old.replace('("_edges", "_it", "_curr")', '("offset_mode", "_it", "_curr")')
+    for said in ('"_it" -> "offset_mode"', '`"_it"` -> `"offset_mode"`, thanks!'):
+        assert unexplained_changes(old, right, said) == ("literal change", [])
+        assert unexplained_changes(old, wrong, said) == ("literal change", [2])
+        assert rewrite_warnings("a.py", old, right, said) == []
+        assert rewrite_warnings("a.py", old, wrong, said)
+
+
+IMPORTING = "import os\nfrom typing import Optional\n\n\ndef f(x: Optional[int]):\n    return os.sep\n"
+
+
+@pytest.mark.parametrize("instruction,new,missing", [
+    # the statement asked for is there, as written or merged into a line that imports more
+    ("add `from typing import Any`", IMPORTING.replace("import Optional", "import Any, Optional"), None),
+    ("add `import json`", "import json\n" + IMPORTING, None),
+    ("we need json, add `import json as j`", "import json as j\n" + IMPORTING, None),
+    # "import typing" reads as the statement or as "import from typing": either is there
+    ("Could you import typing, thanks!", IMPORTING.replace("import Optional", "import Any, Optional"), None),
+    ("also import `os.path`!", "from os.path import join\n" + IMPORTING, None),
+    # not there: another name, or another module
+    ("add `from typing import Any`", IMPORTING.replace("import Optional", "import Dict, Optional"), "from typing import Any"),
+    ("add `import json`", "import jsonschema\n" + IMPORTING, "import json"),
+    ("1) add a line `import typing` 2) rename variable `x` as `y`", IMPORTING.replace("x", "y"), "import typing"),
+    ("add `import json` and rename f to g", IMPORTING.replace("def f", "def g"), "import json"),
+    # no import to add: sorting, deleting, or a module another step removes
+    ("Could you sort the import block, thanks", "from typing import Optional\nimport os\n\n\ndef f(x: Optional[int]):\n    return os.sep\n", None),
+    ("remove `import os`", IMPORTING.replace("import os\n", ""), None),
+    ("add `import json`, then remove `import json`", IMPORTING, None),
+])
+def test_an_import_the_instruction_asks_for_must_be_in_the_rewrite(instruction, new, missing):
+    # seen with v7: "add `from typing import Any`" answered with `from typing import Optional`
+    got = missing_imports(IMPORTING, new, instruction)
+    assert got == ([] if missing is None else [f"the rewrite does not have `{missing}`, which the instruction asks for"])
+    assert (f"the rewrite does not have `{missing}`, which the instruction asks for" in
+            rewrite_warnings("a.py", IMPORTING, new, instruction)) == (missing is not None)
+
+
+def test_a_deleted_function_that_ends_like_the_one_before_is_no_alarm():
+    # the diff may show the previous function's last line removed and the deleted one's kept
+    # (both end in `assert nd == answer`): the same file, so the deletion explains it
+    old = ("class T:\n    def test_a(self):\n        nd = 1\n        assert nd == answer\n\n"
+           "    def test_b(self):\n        nd = 2\n        nd += 1\n        assert nd == answer\n\n"
+           "    def test_c(self):\n        pass\n")
+    new = old.replace("    def test_b(self):\n        nd = 2\n        nd += 1\n        assert nd == answer\n\n", "")
+    assert unexplained_changes(old, new, "I'd like you to delete `test_b`!") == ("deletion", [])
+    # a line of test_a really gone is still found
+    wrong = new.replace("        nd = 1\n", "")
+    assert unexplained_changes(old, wrong, "delete test_b")[1]
+
+
+def test_renaming_what_an_earlier_step_adds_is_no_alarm():
+    old = "import os\n\n\ndef f(a):\n    return a\n"
+    new = old + "\n\ndef label(level):\n    return level.split(',')\n"
+    said = "1) new function `get_buffer(level)`: returns level split on commas 2) change the name of `get_buffer` to `label`"
+    assert not any("never uses" in w for w in rewrite_warnings("m.py", old, new, said))
+    # one step alone: a rename of a name the file never had is still one
+    assert any("never uses" in w for w in rewrite_warnings("m.py", old, new, "rename get_buffer to label"))
+
+
+def test_deleting_named_imports_and_a_function_that_are_most_of_the_file():
+    big = ("from os.path import join\nimport sys\n\n\ndef cells(x):\n" + "".join(f"    x += {i}\n" for i in range(30))
+           + "    return x\n\n\nY = 1\n")
+    new = "import sys\n\n\nY = 1\n\n\ndef emit(a, b):\n    return max(a, b)\n"
+    said = "Remove `cells` and add a function `emit(a, b)` that returns the larger; `join` is not used, remove `from os.path import join`!"
+    assert not any("deletes most" in w for w in rewrite_warnings("m.py", big, new, said))
+    # sys was not named: its line gone is no longer only what was asked
+    assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new.replace("import sys\n", ""), said))

@@ -661,3 +661,23 @@ def test_make_rows_refuses_bad_kind_weights_in_one_line(tmp_path):
                         "--out", str(tmp_path / "rows"), "--kind-weights", "delete_fn=2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].startswith("--kind-weights: 'delete_fn=2'")
+
+
+def test_guard_outcomes_says_what_strata_edit_yes_would_do():
+    """train/guard_outcomes.py: each evaluated rewrite as `strata edit --yes` treats it."""
+    import guard_outcomes
+
+    task = {"path": "pkg/m.py", "original": MODULE, "instruction": "add `import math`",
+            "rewritten": MODULE.replace("import sys\n", "import math\nimport sys\n")}
+    right = {"exact": True, "stopped": True, "output": None}
+    assert guard_outcomes.outcome(task, right) == "written-right"
+    wrong = {"exact": False, "stopped": True, "output": MODULE.replace("import sys\n", "import maths\nimport sys\n")}
+    assert guard_outcomes.outcome(task, wrong) == "refused-guard"  # `import math` is not in it
+    # "also import math" may mean `from math import ...`: the guard lets it through, and it is wrong
+    loose = dict(task, instruction="also import math")
+    other = {"exact": False, "stopped": True, "output": MODULE.replace("import sys\n", "from math import pi\nimport sys\n")}
+    assert guard_outcomes.outcome(loose, other) == "written-wrong"
+    assert guard_outcomes.outcome(task, dict(wrong, stopped=False)) == "refused-incomplete"
+    assert guard_outcomes.outcome(task, dict(wrong, output=MODULE)) == "nothing-to-write"
+    broken = dict(wrong, output=MODULE.replace("def load_config(path, default=None):", "def load_config(path"))
+    assert guard_outcomes.outcome(task, broken) == "refused-guard"

@@ -27,11 +27,14 @@ MAX_NAMED_LINES = 5
 # names may carry backticks or quotes. Only whole identifiers count: "rename the file" is no rename.
 _ID = r"[`'\"]?([A-Za-z_][A-Za-z0-9_]*)[`'\"]?"
 _KIND = r"(?:(?:the\s+)?(?:function|class|method|variable|parameter|argument|constant|attribute|name)\s+)?"
+# the bare arrow form ("a -> b") takes names bare or in backticks only: '"a" -> "b"' asks to change
+# a string literal (_LITERALS), even where the string is also a name in the file
+_IDA = r"`?([A-Za-z_][A-Za-z0-9_]*)`?"
 _RENAMES = [re.compile(p, re.IGNORECASE) for p in (
     rf"\brename\s+{_KIND}{_ID}\s+(?:to|as|into)\s+{_ID}",
     rf"\bchange\s+the\s+name\s+of\s+{_KIND}{_ID}\s+to\s+{_ID}",
-    rf"(?<![\w`'\"]){_ID}\s*(?:->|=>|→)\s*{_ID}",
-    rf"\b{_ID}\s+should\s+be\s+(?:called|named)\s+{_ID}",
+    rf"(?<![\w`'\"]){_IDA}\s*(?:->|=>|→)\s*{_IDA}(?![\w'\"])",
+    rf"(?<![\w`'\"]){_ID}\s+should\s+be\s+(?:called|named)\s+{_ID}",
     rf"\breplace\s+(?:every|each|all)\s+uses?\s+of\s+{_ID}\s+with\s+{_ID}",
 )]
 _RENAMES_NEW_FIRST = re.compile(rf"\bcall\s+{_KIND}(?:it\s+)?{_ID}\s+instead\s+of\s+{_ID}", re.IGNORECASE)
@@ -135,8 +138,10 @@ _DOCSTRING_WORDS = re.compile(
     rf"\b(?:add|give|put|write|insert|document|docstrings?|the|a|an|one|with|to|of|for|as|needs?|saying|"
     rf"says|that|reads|function|method|class|module|it|{_POLITE})\b|[.,;:!?()`]", re.IGNORECASE)
 _NO_CHANGE = re.compile(
-    r"^\W*(?:(?:please|pls)\s+)?(?:leave\s+(?:the\s+file\s+|it\s+)?(?:exactly\s+)?(?:as\s+it\s+is|alone|unchanged)|"
-    r"don'?t\s+change\s+anything|do\s+not\s+change\s+anything|no\s+changes|keep\s+(?:the\s+file|it)\s+as\s+(?:it\s+)?is|"
+    r"^\W*(?:(?:please|pls)\s+)?(?:leave\s+(?:the\s+file\s+|it\s+|this\s+(?:file\s+)?|everything\s+)?(?:exactly\s+)?"
+    r"(?:as\s+it\s+is|as[\s-]is|alone|unchanged|untouched)|"
+    r"(?:don'?t|do\s+not)\s+(?:change|touch|modify|edit)\s+(?:anything|it|the\s+file|this\s+file)|no\s+(?:changes|edits)|"
+    r"keep\s+(?:the\s+file|it|this\s+file|everything)\s+(?:as\s+(?:it\s+)?is|as-is|unchanged)|"
     r"return\s+the\s+file\s+unchanged|make\s+no\s+(?:edits|changes)|change\s+nothing|"
     r"output\s+the\s+file\s+without\s+changes|do\s+not\s+modify\s+(?:the\s+file|it)|"
     r"this\s+file\s+is\s+fine,?\s+leave\s+it\s+alone|nothing\s+to\s+change(?:\s+here)?)"
@@ -209,7 +214,9 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
         if before is None or after is None:
             continue
         if not before:
-            if new != old:
+            # (a step before the rename may add what it renames: "1) new function f ... 2) rename f to g")
+            added_then_renamed = len(_STEPS.split(instruction or "")) > 1 or re.search(r"\d\)", instruction or "")
+            if new != old and not (added_then_renamed and _name_lines(new, becomes, python)):
                 out.append(f"the instruction renames {was}, which the file never uses")
             continue
         if after:
@@ -220,6 +227,87 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
             out.append(f"the rewrite still uses {was} ({where} {shown}{more}), which the instruction "
                        f"renames to {becomes}")
     return out
+
+
+# a request to sort or order the imports names no import to add ("sort the import block")
+_SORT_WORDS = re.compile(r"\b(?:sort|sorted|order|alphabeti[sz]e|alphabetical(?:ly)?)\b", re.IGNORECASE)
+# words that follow an import statement in an instruction without being part of it ("import os, thanks")
+_NOT_MODULES = frozenset({"thanks", "thank", "thx", "please", "pls", "then", "and", "also", "too"})
+
+
+def _bindings(node: ast.AST) -> set[tuple]:
+    """What one import statement binds: ("import", module, as) or ("from", level, module, name, as)."""
+    if isinstance(node, ast.Import):
+        return {("import", a.name, a.asname) for a in node.names if a.name not in _NOT_MODULES}
+    if isinstance(node, ast.ImportFrom):
+        return {("from", node.level, node.module, a.name, a.asname) for a in node.names if a.name not in _NOT_MODULES}
+    return set()
+
+
+def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
+    """One line per import statement that a request to add imports names ("add `import os`",
+    "also import typing", "we need json, add `from json import loads`") and the rewrite does not
+    have, as that statement binds it: `from typing import Optional` is no `import typing`, while
+    `from typing import Any, Optional` has `from typing import Any`. Only steps that ask for
+    imports and nothing else count, and never a module another step removes."""
+    tree = parse_python(new)
+    if tree is None:
+        return []
+    want: list[tuple[str, set[tuple]]] = []
+    dropped: set[str] = set()
+    steps = [q for p in re.split(r"(?:^|\s)\d\)\s*", instruction or "") for q in _STEPS.split(p)]
+    for step in [p for p in steps if p.strip(" .,;")]:
+        plain = step.replace("`", " ")
+        found = []
+        for m in _IMPORT_STMT.finditer(plain):
+            try:
+                node = ast.parse(m.group(0).strip()).body[0]
+            except (SyntaxError, IndexError):
+                continue
+            found.append((m.group(0).strip(), node))
+        if not found:
+            continue
+        if asks_to_delete(step):
+            dropped |= {b[1] if b[0] == "import" else b[2] for _, node in found for b in _bindings(node)}
+        elif _only_imports(step, old, new) and not _SORT_WORDS.search(step):
+            want += [(text, _bindings(node)) for text, node in found]
+    if not want:
+        return []
+    have: set[tuple] = set()
+    for node in ast.walk(tree):
+        have |= _bindings(node)
+    # "import typing" may mean the statement or "import something from typing" (people and
+    # strata's training tasks both say it so): a bare `import M` is there where M is imported, or
+    # where the rewrite imports a name from M that the original did not
+    before: set[tuple] = set()
+    for node in ast.walk(parse_python(old) or ast.Module(body=[], type_ignores=[])):
+        before |= _bindings(node)
+    have |= {("import", b[2], None) for b in have - before if b[0] == "from" and b[1] == 0}
+    out = []
+    for text, need in want:
+        need = {b for b in need if (b[1] if b[0] == "import" else b[2]) not in dropped}
+        if need and not need <= have:
+            shown = text.split(",")[0] if all(b[0] == "import" for b in need) and len(need) == 1 else text
+            out.append(f"the rewrite does not have `{shown}`, which the instruction asks for")
+    return out
+
+
+def deleted_definition_lines(old: str, instruction: str | None) -> set[int]:
+    """The lines (1-based) of the definitions and top-level imports of `old` that the instruction
+    asks to delete: it has a delete verb and names them (whole words, maybe in backticks). Empty
+    otherwise."""
+    if not asks_to_delete(instruction):
+        return set()
+    tree = parse_python(old)
+    if tree is None:
+        return set()
+    said = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", instruction or ""))
+    lines = {i for d in _definitions(tree) if d.name in said for i in _span(d)}
+    # and the import statements it names ("remove `from networkx.utils import groups`")
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.name.split(".")[-1] in said for a in node.names):
+            lines |= set(_span(node))
+    return lines
 
 
 def parse_python(text: str) -> ast.Module | None:
@@ -314,9 +402,11 @@ _STEPS = re.compile(r"\s+and\s+(?:then\s+|also\s+)?|,\s*(?:and\s+)?(?:then|also|
                     r"\.\s+(?:then|also)\s+|\s+\+\s+", re.IGNORECASE)
 
 
-# how people open a request ("Hey, drop ...", "I'd like you to rename ...", "Go ahead and ...")
-_OPENER = re.compile(r"^\W*(?:(?:hey|hi|ok|okay)\b[\s,!]*)?(?:(?:please|pls)\s+)?"
-                     r"(?:(?:i'?d\s+like|i\s+need|i\s+want)\s+you\s+to|go\s+ahead\s+and)?\s*", re.IGNORECASE)
+# how people open a request ("Hey, drop ...", "I'd like you to rename ...", "Go ahead and ...",
+# "Could you ..."); a quote or backtick that starts the instruction is its first literal or name
+_OPENER = re.compile(r"^[^\w`'\"]*(?:(?:hey|hi|ok|okay)\b[\s,!]*)?(?:(?:please|pls|kindly|just)\s+)?"
+                     r"(?:(?:i'?d\s+like|i\s+need|i\s+want)\s+you\s+to|go\s+ahead\s+and|"
+                     r"(?:could|can|would|will)\s+you(?:\s+(?:please|kindly|just))?)?\s*", re.IGNORECASE)
 
 
 def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
@@ -351,6 +441,22 @@ def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
         named = set(rest)  # "add the docstring ... to f": f's, not another definition's
         return "docstring", None, _docstring_lines(ta, named) | _blank(a), _docstring_lines(tb, named) | _blank(b)
     return None
+
+
+def _slides(lines: list[str], i1: int, i2: int):
+    """Where else a removed block [i1, i2) of `lines` could be: a diff that removes a function
+    ending in `assert x == y` after another ending the same way may show the other's last line
+    removed and the function's kept; sliding the block by whole lines that repeat gives the same
+    file (the slides, (start, end) 0-based, the block's own place first)."""
+    yield i1, i2
+    a, b = i1, i2
+    while b < len(lines) and lines[a] == lines[b]:
+        a, b = a + 1, b + 1
+        yield a, b
+    a, b = i1, i2
+    while a > 0 and lines[a - 1] == lines[b - 1]:
+        a, b = a - 1, b - 1
+        yield a, b
 
 
 def unexplained_changes(old: str, new: str, instruction: str | None, python: bool = True) -> tuple[str, list[int]]:
@@ -412,6 +518,8 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
         if tag == "equal":
             continue
         bad_old = [i for i in range(i1 + 1, i2 + 1) if i not in ok_a and ma[i - 1] not in back]
+        if bad_old and tag == "delete" and any(all(i in ok_a for i in range(x + 1, y + 1)) for x, y in _slides(ma, i1, i2)):
+            bad_old = []  # the same lines removed a few lines on, where the instruction explains them
         bad_new = [j for j in range(j1 + 1, j2 + 1) if j not in ok_b]
         out.update(bad_new)
         if bad_old and not bad_new:  # an old line gone: said where it was, in the new file

@@ -28,8 +28,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .editscope import (MAX_NAMED_CHANGES, MAX_NAMED_LINES, asked_renames, asks_to_delete, unexplained_changes,
-                        unfinished_renames)
+from .editscope import (MAX_NAMED_CHANGES, MAX_NAMED_LINES, asked_renames, asks_to_delete, deleted_definition_lines,
+                        missing_imports, unexplained_changes, unfinished_renames)
 from .errors import EditError
 from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_temp_files,
                            temp_file_pid)
@@ -336,6 +336,7 @@ def rewrite_checks(path: str | os.PathLike, old: str, new: str,
                 out.append(f"the rewrite drops the {what} {shown}{more}, which the instruction does not name")
             undefined, notes = undefined_name_checks(old, new, instruction)
             out += undefined
+            out += missing_imports(old, new, instruction)
     explained = False  # the instruction asks for mechanical edits that explain every change
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
@@ -351,7 +352,12 @@ def rewrite_checks(path: str | os.PathLike, old: str, new: str,
     if not explained and len(old_lines) >= MIN_LINES_FOR_DELETE_CHECK and len(new_lines) < KEEP_SHARE * len(old_lines):
         matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
         kept = sum(b.size for b in matcher.get_matching_blocks())
-        if kept < KEEP_SHARE * len(old_lines):
+        # every line gone is in the definitions the instruction deletes by name: what was asked,
+        # however much of the file they are (a multi-step edit whose other steps no check reads)
+        asked = deleted_definition_lines(old, instruction) if kind == "Python" else set()
+        gone = {i + 1 for tag, i1, i2, _, _ in matcher.get_opcodes() if tag in ("delete", "replace")
+                for i in range(i1, i2) if old_lines[i].strip()}
+        if kept < KEEP_SHARE * len(old_lines) and not (asked and gone <= asked):
             out.append(f"the rewrite deletes most of the file ({len(old_lines) - kept} of "
                        f"{len(old_lines)} lines gone, {len(new_lines)} left)")
     return out, notes
