@@ -901,3 +901,14 @@ def test_deleting_named_imports_and_a_function_that_are_most_of_the_file():
     assert not any("deletes most" in w for w in rewrite_warnings("m.py", big, new, said))
     # sys was not named: its line gone is no longer only what was asked
     assert any("deletes most" in w for w in rewrite_warnings("m.py", big, new.replace("import sys\n", ""), said))
+
+
+def test_a_numbered_multi_step_instruction_is_read_step_by_step():
+    # "1) ... 2) ..." was one unreadable step, so no check ran (v7 wrote a doctest line of another
+    # function changed, and a license header cut, under such instructions)
+    said = '1) add the docstring "Convert." to rgb_to_hsv 2) remove the function _v'
+    right = COLORS.replace("g, b):\n", 'g, b):\n    """Convert."""\n').replace("def _v(m1, m2, hue):\n    return m1\n\n\n", "")
+    assert unexplained_changes(COLORS, right, said) == ("multi-step edit", [])
+    wrong = right.replace("return r, g, b", "return b")
+    what, lines = unexplained_changes(COLORS, wrong, said)
+    assert what == "multi-step edit" and lines

@@ -157,7 +157,8 @@ class StrataEngine:
         return self.gen.decode(out[:cut]), stopped
 
 
-def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, engine=None, task_seconds=120.0):
+def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, engine=None, task_seconds=120.0,
+               edit_cap=False):
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     t0 = time.time()
     targets = [len(tokenizer.encode(t["rewritten"]).ids) for t in tasks]
@@ -168,7 +169,10 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
     else:
         gens = []
         for i, (text, n) in enumerate(zip(texts, targets)):
-            gens.append(engine(text, n + 64, eos, task_seconds))
+            # edit_cap: the limit `strata edit` itself sets (twice the file's tokens and some slack),
+            # so a rewrite longer than the right one runs to its end as it would for a user
+            cap = max(n + 64, 2 * len(tokenizer.encode(tasks[i]["original"]).ids) + 64) if edit_cap else n + 64
+            gens.append(engine(text, cap, eos, task_seconds))
             log(f"  task {i + 1}/{len(texts)} {tasks[i]['kind']}: exact {gens[-1][1] and gens[-1][0] == tasks[i]['rewritten']}"
                 f" ({engine.tokens / max(engine.seconds, 1e-9):.0f} tok/s so far)")
     per_kind, samples = {}, []
@@ -338,6 +342,9 @@ def main() -> None:
                     help="generate with transformers (batched) or with strata itself (drafting on; needs --model)")
     ap.add_argument("--threads", type=int, default=None, help="strata engine threads")
     ap.add_argument("--task-seconds", type=float, default=120.0, help="strata engine: time budget per generation")
+    ap.add_argument("--edit-cap", action="store_true",
+                    help="strata engine: let each rewrite run to `strata edit`'s own limit (2x the file's tokens + 64), "
+                         "not the right answer's length + 64")
     args = ap.parse_args()
     global BF16_ON_GPU
     BF16_ON_GPU = not args.f32
@@ -365,7 +372,7 @@ def main() -> None:
     elif "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)
         results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log,
-                                               args.gen_batch, engine, args.task_seconds)
+                                               args.gen_batch, engine, args.task_seconds, args.edit_cap)
         (args.out / "edit_samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     if "bpb" not in skip:

@@ -255,8 +255,7 @@ def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
         return []
     want: list[tuple[str, set[tuple]]] = []
     dropped: set[str] = set()
-    steps = [q for p in re.split(r"(?:^|\s)\d\)\s*", instruction or "") for q in _STEPS.split(p)]
-    for step in [p for p in steps if p.strip(" .,;")]:
+    for step in _split_steps(instruction or ""):
         plain = step.replace("`", " ")
         found = []
         for m in _IMPORT_STMT.finditer(plain):
@@ -402,6 +401,13 @@ _STEPS = re.compile(r"\s+and\s+(?:then\s+|also\s+)?|,\s*(?:and\s+)?(?:then|also|
                     r"\.\s+(?:then|also)\s+|\s+\+\s+", re.IGNORECASE)
 
 
+def _split_steps(said: str) -> list[str]:
+    """The steps of a multi-step instruction: joined by "and", "then", ";" ... (_STEPS) or numbered
+    ("1) add ... 2) rename ...")."""
+    parts = re.split(r"(?:^|\s)\d\)\s*", said)
+    return [q for p in parts for q in _STEPS.split(p) if q.strip(" .,;")]
+
+
 # how people open a request ("Hey, drop ...", "I'd like you to rename ...", "Go ahead and ...",
 # "Could you ..."); a quote or backtick that starts the instruction is its first literal or name
 _OPENER = re.compile(r"^[^\w`'\"]*(?:(?:hey|hi|ok|okay)\b[\s,!]*)?(?:(?:please|pls|kindly|just)\s+)?"
@@ -493,7 +499,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
     else:
         one = _scope(said, old, new, a, b, parsed)
         scopes = [one] if one else []
-        pieces = [p for p in _STEPS.split(said) if p.strip(" .,;")]
+        pieces = _split_steps(said)
         if not one and len(pieces) >= 2:  # "rename a to b, then add `import math`": every step
             got = [_scope(p, old, new, a, b, parsed) for p in pieces]
             scopes = got if all(got) else []
