@@ -681,3 +681,14 @@ def test_guard_outcomes_says_what_strata_edit_yes_would_do():
     assert guard_outcomes.outcome(task, dict(wrong, output=MODULE)) == "nothing-to-write"
     broken = dict(wrong, output=MODULE.replace("def load_config(path, default=None):", "def load_config(path"))
     assert guard_outcomes.outcome(task, broken) == "refused-guard"
+
+
+def test_an_added_from_import_is_always_named_whole():
+    """v8: "import typing" / "also import typing" for `from typing import Any` does not say Any, so
+    an add_import of a from-statement is always phrased with the statement itself."""
+    rng = random.Random(4)
+    for i in range(300):
+        spec = {"kind": "add_import", "stmt": "from typing import Any", "mod": "typing"}
+        assert "Any" in phrasing.phrase([spec], rng), i
+    said = {phrasing.phrase([{"kind": "add_import", "stmt": "import json", "mod": "json"}], rng) for _ in range(300)}
+    assert any("import json" not in s.replace("`", "") for s in said)  # "add an import of json" still comes

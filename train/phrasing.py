@@ -96,6 +96,10 @@ def phrase_one(spec: dict, rng: random.Random, tick: bool | None = None) -> str:
     templates = TEMPLATES[spec["kind"]]
     if not spec.get("unused"):
         templates = [t for t in templates if t not in SAYS_UNUSED]
+    if spec["kind"] == "add_import" and spec["stmt"] != f"import {spec['mod']}":
+        # "import typing" for `from typing import Any` names no Any: only the statement says it
+        # (v8; before, v7's held-out tasks had such instructions no model can get right)
+        templates = [t for t in templates if "{stmt}" in t]
     template = rng.choice(templates)
     fields = {}
     for key, value in spec.items():
