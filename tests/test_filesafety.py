@@ -912,3 +912,31 @@ def test_a_numbered_multi_step_instruction_is_read_step_by_step():
     wrong = right.replace("return r, g, b", "return b")
     what, lines = unexplained_changes(COLORS, wrong, said)
     assert what == "multi-step edit" and lines
+
+
+IMPORTING_COLORS = "import colorsys\n\n\n" + COLORS
+
+
+@pytest.mark.parametrize("instruction,new,warning", [
+    # the other steps done, the deletion not (v7 on three held-out multi-step edits)
+    ("1) get rid of _v 2) append a function g(a) that doubles a", IMPORTING_COLORS + "\n\ndef g(a):\n    return 2 * a\n",
+     "the rewrite still defines _v, which the instruction deletes"),
+    ("Please delete the function _v + delete import colorsys", IMPORTING_COLORS.replace("import colorsys\n", ""),
+     "the rewrite still defines _v, which the instruction deletes"),
+    ("Please delete the function _v + delete import colorsys",
+     IMPORTING_COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", ""),
+     "the rewrite still has `import colorsys`, which the instruction removes"),
+    # done: the method gone (the class is only where it was), the function gone
+    ("remove clear from class Palette", IMPORTING_COLORS.replace("    def clear(self):\n        pass\n", ""), None),
+    ("delete the function _v", IMPORTING_COLORS.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", ""), None),
+])
+def test_a_deletion_the_rewrite_did_not_do(instruction, new, warning):
+    from strata.editscope import undone_deletions
+
+    got = undone_deletions(IMPORTING_COLORS, new, instruction)
+    assert (warning in got) if warning else not got, got
+    # a name defined twice: deleting one of them is the deletion done
+    two = IMPORTING_COLORS + "\n\nclass Other:\n    def add(self):\n        pass\n"
+    one = two.replace("    def add(self, c):\n        pass\n\n", "")
+    assert undone_deletions(two, one, "remove add from class Palette") == []
+    assert undone_deletions(two, two + "# done\n", "remove add from class Palette")

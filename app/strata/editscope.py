@@ -291,6 +291,46 @@ def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
     return out
 
 
+def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
+    """One line per definition or import statement a step of the instruction asks to delete
+    ("remove `f`", "1) get rid of f 2) ...", "delete `import os`") that the rewrite still has as
+    often as the original: a multi-step rewrite that did the other steps and kept it. A name is
+    counted over every definition of it (deleting one of two methods named `f` leaves one)."""
+    tree_a, tree_b = parse_python(old), parse_python(new)
+    if tree_a is None or tree_b is None:
+        return []
+    defs_a = collections.Counter(d.name for d in _definitions(tree_a))
+    defs_b = collections.Counter(d.name for d in _definitions(tree_b))
+    binds_a: collections.Counter = collections.Counter()
+    binds_b: collections.Counter = collections.Counter()
+    for tree, binds in ((tree_a, binds_a), (tree_b, binds_b)):
+        for node in ast.walk(tree):
+            binds.update(_bindings(node))
+    out: list[str] = []
+    for step in _split_steps(instruction or ""):
+        if not asks_to_delete(step):
+            continue
+        plain = step.replace("`", " ")
+        stmts = []
+        for m in _IMPORT_STMT.finditer(plain):
+            try:
+                stmts.append((m.group(0).strip(), _bindings(ast.parse(m.group(0).strip()).body[0])))
+            except (SyntaxError, IndexError):
+                continue
+        for text, binds in stmts:
+            if binds and all(binds_b[b] >= binds_a[b] > 0 for b in binds):
+                out.append(f"the rewrite still has `{text}`, which the instruction removes")
+        # ("remove f from class A": A is where f is, not what goes)
+        where = re.sub(r"\b(?:from|in|inside|within)\s+(?:the\s+)?(?:class\s+)?[A-Za-z_]\w*|\bof\s+(?:the\s+)?class\s+`?\w+",
+                       " ",
+                       _IMPORT_STMT.sub(" ", plain), flags=re.IGNORECASE)
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", where))
+        for name in sorted(words & set(defs_a)):
+            if defs_b[name] >= defs_a[name]:
+                out.append(f"the rewrite still defines {name}, which the instruction deletes")
+    return out
+
+
 def deleted_definition_lines(old: str, instruction: str | None) -> set[int]:
     """The lines (1-based) of the definitions and top-level imports of `old` that the instruction
     asks to delete: it has a delete verb and names them (whole words, maybe in backticks). Empty
