@@ -692,3 +692,17 @@ def test_an_added_from_import_is_always_named_whole():
         assert "Any" in phrasing.phrase([spec], rng), i
     said = {phrasing.phrase([{"kind": "add_import", "stmt": "import json", "mod": "json"}], rng) for _ in range(300)}
     assert any("import json" not in s.replace("`", "") for s in said)  # "add an import of json" still comes
+
+
+def test_first_divergence_classes_where_a_rewrite_leaves_the_right_one():
+    import first_divergence
+
+    original = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+    want = "def b():\n    return 2\n"  # "delete a"
+    assert first_divergence.divergence(original, want, original) == ("word", True)  # wrote a anyway
+    assert first_divergence.divergence(original, want, "def b():\n    return 3\n") == ("word", False)
+    assert first_divergence.divergence(original, want, "def b():\n    return 2") == ("ended early", False)
+    assert first_divergence.divergence(original, want, want + "\n") == ("went on past the end", False)
+    assert first_divergence.divergence(original, want, "def b():\n\n    return 2\n")[0] == "newline"
+    assert first_divergence.divergence(original, want, "def  b():\n    return 2\n")[0] == "whitespace"
+    assert first_divergence.divergence(original, want, "def b();\n    return 2\n")[0] == "punctuation"
