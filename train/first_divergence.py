@@ -8,12 +8,8 @@ rewrite there goes on as the original file does (it copied instead of changing).
 """
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import re
 from collections import Counter
-from pathlib import Path
 
 COPY_PROBE = 20  # characters of the rewrite compared with the original after the divergence
 
@@ -47,18 +43,12 @@ def divergence(original: str, want: str, got: str) -> tuple[str, bool]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=Path, required=True)
-    ap.add_argument("--samples", type=Path, required=True)
-    args = ap.parse_args()
-    with gzip.open(args.tasks, "rt", encoding="utf-8") as f:
-        tasks = {(t["kind"], t["path"], t["instruction"]): t for t in map(json.loads, f)}
+    from guard_outcomes import task_samples
+
     per_kind: dict[str, Counter] = {}
-    for line in args.samples.read_text(encoding="utf-8").splitlines():
-        s = json.loads(line)
+    for t, s in task_samples(__doc__.split("\n\n")[0]):
         if s["exact"]:
             continue
-        t = tasks[(s["kind"], s["path"], s["instruction"])]
         what, copied = divergence(t["original"], t["rewritten"], s["output"])
         per_kind.setdefault(s["kind"], Counter())[what + (", copying the original" if copied else "")] += 1
     total = Counter()

@@ -37,20 +37,30 @@ def outcome(task: dict, sample: dict) -> str:
     return "written-right" if sample["exact"] else "written-wrong"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def task_samples(description: str) -> list[tuple[dict, dict]]:
+    """The (task, sample) pairs of the run named on the command line (--tasks, --samples): one
+    command line for this script and first_divergence.py."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--tasks", type=Path, required=True)
     ap.add_argument("--samples", type=Path, required=True)
     args = ap.parse_args()
     with gzip.open(args.tasks, "rt", encoding="utf-8") as f:
-        tasks = [json.loads(line) for line in f]
-    samples = [json.loads(line) for line in args.samples.read_text(encoding="utf-8").splitlines() if line.strip()]
-    by_key = {(t["kind"], t["path"], t["instruction"]): t for t in tasks}
-    per_kind: dict[str, Counter] = {}
-    for s in samples:
+        by_key = {(t["kind"], t["path"], t["instruction"]): t for t in map(json.loads, f)}
+    out = []
+    for line in args.samples.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        s = json.loads(line)
         t = by_key.get((s["kind"], s["path"], s["instruction"]))
         if t is None:
             raise SystemExit(f"{args.samples}: a sample for a task not in {args.tasks}: {s['kind']} {s['path']}")
+        out.append((t, s))
+    return out
+
+
+def main() -> None:
+    per_kind: dict[str, Counter] = {}
+    for t, s in task_samples(__doc__.split("\n\n")[0]):
         per_kind.setdefault(s["kind"], Counter())[outcome(t, s)] += 1
     cols = ["written-right", "written-wrong", "refused-guard", "refused-incomplete", "nothing-to-write"]
     print("| kind | tasks | " + " | ".join(cols) + " |")
