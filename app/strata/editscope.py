@@ -215,7 +215,7 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
             continue
         if not before:
             # (a step before the rename may add what it renames: "1) new function f ... 2) rename f to g")
-            added_then_renamed = len(_STEPS.split(instruction or "")) > 1 or re.search(r"\d\)", instruction or "")
+            added_then_renamed = len(_split_steps(instruction or "")) > 1
             if new != old and not (added_then_renamed and _name_lines(new, becomes, python)):
                 out.append(f"the instruction renames {was}, which the file never uses")
             continue
