@@ -940,3 +940,19 @@ def test_a_deletion_the_rewrite_did_not_do(instruction, new, warning):
     one = two.replace("    def add(self, c):\n        pass\n\n", "")
     assert undone_deletions(two, one, "remove add from class Palette") == []
     assert undone_deletions(two, two + "# done\n", "remove add from class Palette")
+
+
+def test_an_import_statement_without_a_verb_continues_the_step_before():
+    # "remove import os and import sys" removes both: "import sys" is no request to add it
+    old = "import os\nimport sys\n\n\ndef f():\n    return 1\n"
+    gone = "\n\ndef f():\n    return 1\n"
+    for said in ("remove import os and import sys", "remove `import os` and `import sys`"):
+        assert missing_imports(old, gone, said) == []
+        assert rewrite_warnings("a.py", old, gone, said) == []
+        assert "the rewrite still has `import sys`, which the instruction removes" in rewrite_warnings("a.py", old, old.replace("import os\n", ""), said)
+    # after an added import, a bare statement is added too; after a removal, "add" starts adding
+    assert missing_imports(old, old, "add import json and import re") == [
+        "the rewrite does not have `import json`, which the instruction asks for",
+        "the rewrite does not have `import re`, which the instruction asks for"]
+    assert missing_imports(old, old.replace("import os\n", ""), "remove import os and add import json") == [
+        "the rewrite does not have `import json`, which the instruction asks for"]

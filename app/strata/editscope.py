@@ -244,6 +244,32 @@ def _bindings(node: ast.AST) -> set[tuple]:
     return set()
 
 
+# a step's own verb of adding ("add", "insert", "we need", "also", ...); a step with neither it nor a
+# delete verb continues the step before ("remove import os and import sys")
+_ADD_VERB = re.compile(r"\b(?:add|insert|include|need|needs|append|put|also|want|bring\s+in)\b", re.IGNORECASE)
+
+
+def _import_steps(instruction: str | None):
+    """(step, [(statement text, ast node)], deletes) for each step of the instruction that names
+    import statements; `deletes`: the step asks to remove them (its own delete verb, or none of
+    its own after a step that did)."""
+    deleting = False
+    for step in _split_steps(instruction or ""):
+        plain = step.replace("`", " ")
+        found = []
+        for m in _IMPORT_STMT.finditer(plain):
+            try:
+                found.append((m.group(0).strip(), ast.parse(m.group(0).strip()).body[0]))
+            except (SyntaxError, IndexError):
+                continue
+        rest = _IMPORT_STMT.sub(" ", plain)
+        if asks_to_delete(rest):
+            deleting = True
+        elif _ADD_VERB.search(rest) or (not found and rest.strip(" .,;!?")):
+            deleting = False
+        yield step, found, deleting
+
+
 def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
     """One line per import statement that a request to add imports names ("add `import os`",
     "also import typing", "we need json, add `from json import loads`") and the rewrite does not
@@ -255,18 +281,10 @@ def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
         return []
     want: list[tuple[str, set[tuple]]] = []
     dropped: set[str] = set()
-    for step in _split_steps(instruction or ""):
-        plain = step.replace("`", " ")
-        found = []
-        for m in _IMPORT_STMT.finditer(plain):
-            try:
-                node = ast.parse(m.group(0).strip()).body[0]
-            except (SyntaxError, IndexError):
-                continue
-            found.append((m.group(0).strip(), node))
+    for step, found, deletes in _import_steps(instruction):
         if not found:
             continue
-        if asks_to_delete(step):
+        if deletes:
             dropped |= {b[1] if b[0] == "import" else b[2] for _, node in found for b in _bindings(node)}
         elif _only_imports(step, old, new) and not _SORT_WORDS.search(step):
             want += [(text, _bindings(node)) for text, node in found]
@@ -307,19 +325,16 @@ def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
         for node in ast.walk(tree):
             binds.update(_bindings(node))
     out: list[str] = []
-    for step in _split_steps(instruction or ""):
-        if not asks_to_delete(step):
+    for step, found, deletes in _import_steps(instruction):
+        if not deletes:
             continue
         plain = step.replace("`", " ")
-        stmts = []
-        for m in _IMPORT_STMT.finditer(plain):
-            try:
-                stmts.append((m.group(0).strip(), _bindings(ast.parse(m.group(0).strip()).body[0])))
-            except (SyntaxError, IndexError):
-                continue
-        for text, binds in stmts:
+        for text, node in found:
+            binds = _bindings(node)
             if binds and all(binds_b[b] >= binds_a[b] > 0 for b in binds):
                 out.append(f"the rewrite still has `{text}`, which the instruction removes")
+        if not asks_to_delete(step):
+            continue  # ("and import sys" after "remove import os": the statements only)
         # ("remove f from class A": A is where f is, not what goes)
         where = re.sub(r"\b(?:from|in|inside|within)\s+(?:the\s+)?(?:class\s+)?[A-Za-z_]\w*|\bof\s+(?:the\s+)?class\s+`?\w+",
                        " ",
