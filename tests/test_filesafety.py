@@ -956,3 +956,17 @@ def test_an_import_statement_without_a_verb_continues_the_step_before():
         "the rewrite does not have `import re`, which the instruction asks for"]
     assert missing_imports(old, old.replace("import os\n", ""), "remove import os and add import json") == [
         "the rewrite does not have `import json`, which the instruction asks for"]
+
+
+def test_a_word_of_the_request_that_is_also_a_name_is_no_deletion_asked():
+    # "delete the helper function `_v`" in a file that also defines `helper`: `_v` gone is the
+    # deletion done; with neither gone, both are named
+    from strata.editscope import undone_deletions
+
+    old = IMPORTING_COLORS + "\n\ndef helper():\n    return 0\n"
+    done = old.replace("def _v(m1, m2, hue):\n    return m1\n\n\n", "")
+    said = "delete the helper function `_v`"
+    assert undone_deletions(old, done, said) == []
+    assert undone_deletions(old, old + "# x\n", said) == [
+        "the rewrite still defines _v, which the instruction deletes",
+        "the rewrite still defines helper, which the instruction deletes"]

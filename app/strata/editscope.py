@@ -339,10 +339,12 @@ def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
         where = re.sub(r"\b(?:from|in|inside|within)\s+(?:the\s+)?(?:class\s+)?[A-Za-z_]\w*|\bof\s+(?:the\s+)?class\s+`?\w+",
                        " ",
                        _IMPORT_STMT.sub(" ", plain), flags=re.IGNORECASE)
-        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", where))
-        for name in sorted(words & set(defs_a)):
-            if defs_b[name] >= defs_a[name]:
-                out.append(f"the rewrite still defines {name}, which the instruction deletes")
+        named = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", where)) & set(defs_a))
+        kept = [name for name in named if defs_b[name] >= defs_a[name]]
+        # only where none of the step's named definitions went: "delete the helper function `_v`"
+        # in a file that also defines `helper` deleted what it asked for once `_v` is gone
+        if kept and len(kept) == len(named):
+            out += [f"the rewrite still defines {name}, which the instruction deletes" for name in kept]
     return out
 
 
