@@ -858,6 +858,11 @@ IMPORTING = "import os\nfrom typing import Optional\n\n\ndef f(x: Optional[int])
     ("add `import json`", "import jsonschema\n" + IMPORTING, "import json"),
     ("1) add a line `import typing` 2) rename variable `x` as `y`", IMPORTING.replace("x", "y"), "import typing"),
     ("add `import json` and rename f to g", IMPORTING.replace("def f", "def g"), "import json"),
+    # "import Path from pathlib", as other languages say it, is `from pathlib import Path`
+    ("add import Path from pathlib", "from pathlib import Path\n" + IMPORTING, None),
+    # an alias is part of what the statement binds
+    ("add `import numpy as np`", "import numpy as np\n" + IMPORTING, None),
+    ("add `import numpy as np`", "import numpy\n" + IMPORTING, "import numpy as np"),
     # no import to add: sorting, deleting, or a module another step removes
     ("Could you sort the import block, thanks", "from typing import Optional\nimport os\n\n\ndef f(x: Optional[int]):\n    return os.sep\n", None),
     ("remove `import os`", IMPORTING.replace("import os\n", ""), None),

@@ -258,8 +258,13 @@ def _import_steps(instruction: str | None):
         plain = step.replace("`", " ")
         found = []
         for m in _IMPORT_STMT.finditer(plain):
+            text = m.group(0).strip()
+            # "import Path from pathlib", as other languages write it: `from pathlib import Path`
+            after = re.match(r"\s+from\s+([A-Za-z_][\w.]*)", plain[m.end():])
+            if after and text.startswith("import "):
+                text = f"from {after.group(1)} {text}"
             try:
-                found.append((m.group(0).strip(), ast.parse(m.group(0).strip()).body[0]))
+                found.append((text, ast.parse(text).body[0]))
             except (SyntaxError, IndexError):
                 continue
         rest = _IMPORT_STMT.sub(" ", plain)
