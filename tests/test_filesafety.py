@@ -975,3 +975,14 @@ def test_a_word_of_the_request_that_is_also_a_name_is_no_deletion_asked():
     assert undone_deletions(old, old + "# x\n", said) == [
         "the rewrite still defines _v, which the instruction deletes",
         "the rewrite still defines helper, which the instruction deletes"]
+
+
+def test_deleting_something_next_to_a_definition_is_no_deletion_of_it():
+    # "delete the comment above f" names f and asks to delete no f
+    from strata.editscope import undone_deletions
+
+    old = "# old note\ndef f():\n    return 1\n"
+    new = "def f():\n    return 1\n"
+    for said in ("delete the comment above f", "remove the print in `f`", "Could you drop the blank line after f?"):
+        assert undone_deletions(old, new, said) == [], said
+        assert not any("still defines" in w for w in rewrite_warnings("a.py", old, new, said)), said

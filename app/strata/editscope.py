@@ -344,7 +344,12 @@ def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
         where = re.sub(r"\b(?:from|in|inside|within)\s+(?:the\s+)?(?:class\s+)?[A-Za-z_]\w*|\bof\s+(?:the\s+)?class\s+`?\w+",
                        " ",
                        _IMPORT_STMT.sub(" ", plain), flags=re.IGNORECASE)
-        named = sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", where)) & set(defs_a))
+        # only a step that is a deletion of named definitions and nothing else ("delete the
+        # comment above f" names f and deletes no f), as the deletion scope reads it
+        rest = _leftover_words(_OPENER.sub("", where, count=1), _DELETE_WORDS)
+        if not rest or not all(w in defs_a for w in rest):
+            continue
+        named = sorted(set(rest))
         kept = [name for name in named if defs_b[name] >= defs_a[name]]
         # only where none of the step's named definitions went: "delete the helper function `_v`"
         # in a file that also defines `helper` deleted what it asked for once `_v` is gone
