@@ -169,9 +169,13 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
     else:
         gens = []
         for i, (text, n) in enumerate(zip(texts, targets)):
-            # edit_cap: the limit `strata edit` itself sets (twice the file's tokens and some slack),
-            # so a rewrite longer than the right one runs to its end as it would for a user
-            cap = max(n + 64, 2 * len(tokenizer.encode(tasks[i]["original"]).ids) + 64) if edit_cap else n + 64
+            # edit_cap: the limit `strata edit` itself sets, so a rewrite longer than the right one
+            # runs to its end as it would for a user
+            cap = n + 64
+            if edit_cap:
+                from strata.edit import rewrite_token_limit
+
+                cap = max(cap, rewrite_token_limit(len(tokenizer.encode(tasks[i]["original"]).ids)))
             gens.append(engine(text, cap, eos, task_seconds))
             log(f"  task {i + 1}/{len(texts)} {tasks[i]['kind']}: exact {gens[-1][1] and gens[-1][0] == tasks[i]['rewritten']}"
                 f" ({engine.tokens / max(engine.seconds, 1e-9):.0f} tok/s so far)")

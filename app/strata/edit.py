@@ -34,6 +34,12 @@ PRIOR_SESSIONS = 4
 REWRITE_SLACK_TOKENS = 64
 
 
+def rewrite_token_limit(file_tokens: int) -> int:
+    """How many tokens a rewrite of a file of `file_tokens` may run to (before the context's own
+    limit): twice the file and some slack, so a rewrite that grows the file still ends by itself."""
+    return 2 * file_tokens + REWRITE_SLACK_TOKENS
+
+
 def read_text_file(path: str | os.PathLike, max_bytes: int = MAX_FILE_BYTES) -> tuple[str, str]:
     """(text, sha256 of the bytes). EditError for missing, binary, non-UTF-8 or too large files."""
     p = Path(path)
@@ -332,7 +338,7 @@ class EditSession:
 
     def _max_new(self, settings: GenerationSettings, prompt_tokens: int) -> int:
         room = self.generator.context_limit - self.generator.pos - prompt_tokens
-        wanted = max(settings.max_new, 2 * len(self.generator.encode(self.base_text)) + REWRITE_SLACK_TOKENS)
+        wanted = max(settings.max_new, rewrite_token_limit(len(self.generator.encode(self.base_text))))
         return max(1, min(room, wanted))
 
     # -- rounds ------------------------------------------------------------------------------
