@@ -244,15 +244,23 @@ def _bindings(node: ast.AST) -> set[tuple]:
     return set()
 
 
+def _tree_bindings(tree: ast.AST | None) -> collections.Counter:
+    """Every import statement's bindings in a tree (_bindings), counted; empty for no tree."""
+    out: collections.Counter = collections.Counter()
+    for node in ast.walk(tree) if tree is not None else ():
+        out.update(_bindings(node))
+    return out
+
+
 # a step's own verb of adding ("add", "insert", "we need", "also", ...); a step with neither it nor a
 # delete verb continues the step before ("remove import os and import sys")
 _ADD_VERB = re.compile(r"\b(?:add|insert|include|need|needs|append|put|also|want|bring\s+in)\b", re.IGNORECASE)
 
 
 def _import_steps(instruction: str | None):
-    """(step, [(statement text, ast node)], deletes) for each step of the instruction that names
-    import statements; `deletes`: the step asks to remove them (its own delete verb, or none of
-    its own after a step that did)."""
+    """(step, [(statement text, ast node)], deletes) for each step of the instruction, with the
+    import statements it names (maybe none); `deletes`: the step asks to remove (its own delete
+    verb, or no verb of its own after a step that did)."""
     deleting = False
     for step in _split_steps(instruction or ""):
         plain = step.replace("`", " ")
@@ -295,15 +303,11 @@ def missing_imports(old: str, new: str, instruction: str | None) -> list[str]:
             want += [(text, _bindings(node)) for text, node in found]
     if not want:
         return []
-    have: set[tuple] = set()
-    for node in ast.walk(tree):
-        have |= _bindings(node)
+    have = set(_tree_bindings(tree))
     # "import typing" may mean the statement or "import something from typing" (people and
     # strata's training tasks both say it so): a bare `import M` is there where M is imported, or
     # where the rewrite imports a name from M that the original did not
-    before: set[tuple] = set()
-    for node in ast.walk(parse_python(old) or ast.Module(body=[], type_ignores=[])):
-        before |= _bindings(node)
+    before = set(_tree_bindings(parse_python(old)))
     have |= {("import", b[2], None) for b in have - before if b[0] == "from" and b[1] == 0}
     out = []
     for text, need in want:
@@ -324,11 +328,7 @@ def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
         return []
     defs_a = collections.Counter(d.name for d in _definitions(tree_a))
     defs_b = collections.Counter(d.name for d in _definitions(tree_b))
-    binds_a: collections.Counter = collections.Counter()
-    binds_b: collections.Counter = collections.Counter()
-    for tree, binds in ((tree_a, binds_a), (tree_b, binds_b)):
-        for node in ast.walk(tree):
-            binds.update(_bindings(node))
+    binds_a, binds_b = _tree_bindings(tree_a), _tree_bindings(tree_b)
     out: list[str] = []
     for step, found, deletes in _import_steps(instruction):
         if not deletes:
