@@ -403,6 +403,16 @@ void Recorder::dispatch(const Pipeline& pipeline, const void* params, size_t par
 
 bool Recorder::profiling() const { return device_.profile_mode_ > 0; }
 
+std::vector<std::string> comma_items(const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t pos = 0; pos <= list.size();) {
+        const size_t comma = std::min(list.find(',', pos), list.size());
+        out.push_back(list.substr(pos, comma - pos));
+        pos = comma + 1;
+    }
+    return out;
+}
+
 std::map<std::string, int> Device::repeat_from_env() {
     std::map<std::string, int> out;
     const char* v = std::getenv("STRATA_WEBGPU_REPEAT");
@@ -413,9 +423,7 @@ std::map<std::string, int> Device::repeat_from_env() {
                                      "': use a comma list of kernel entry points, each with an optional :N "
                                      "(2 to 64 times; default 2), e.g. add_rmsnorm,router_topk:3");
     };
-    for (size_t pos = 0; pos <= all.size();) {
-        size_t comma = std::min(all.find(',', pos), all.size());
-        const std::string item = all.substr(pos, comma - pos);
+    for (const std::string& item : comma_items(all)) {
         const size_t colon = item.find(':');
         const std::string entry = item.substr(0, colon);
         int n = 2;
@@ -429,7 +437,6 @@ std::map<std::string, int> Device::repeat_from_env() {
         if (entry.empty() || entry.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
             throw bad();
         out[entry] = n;
-        pos = comma + 1;
     }
     return out;
 }

@@ -16,6 +16,10 @@
 
 namespace strata::webgpu {
 
+// The items of a comma list as an environment setting gives it ("a,b:3"), empty ones kept
+// ("a," has two), so each setting's parser refuses them in its own words.
+std::vector<std::string> comma_items(const std::string& list);
+
 struct DeviceOptions {
     std::string library;     // path of libwgpu_native (the wheel's wgpu/resources/)
     std::string shader_dir;  // folder of *.wgsl (installed with the package)

@@ -203,7 +203,8 @@ const Pipeline& Kernels::pipeline(const std::string& file, const std::string& en
 }
 
 ShaderDefines Kernels::norm_defines(uint32_t D, ShaderDefines extra) const {
-    extra["WG"] = std::to_string(D >= kNormWideRow ? norm_wg_ : kWorkgroup);
+    // (pipeline() gives every other kernel kWorkgroup: the default adds nothing to build per dispatch)
+    if (D >= kNormWideRow && norm_wg_ != kWorkgroup) extra["WG"] = std::to_string(norm_wg_);
     return extra;
 }
 

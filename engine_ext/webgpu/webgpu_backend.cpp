@@ -261,10 +261,7 @@ unsigned WebGpuBackend::folds_from_env() {
     if (std::strcmp(v, "1") == 0) return ~0u;
     if (std::strcmp(v, "0") == 0) return 0u;
     unsigned bits = 0;
-    std::string names(v);
-    for (size_t pos = 0; pos <= names.size();) {
-        size_t comma = std::min(names.find(',', pos), names.size());
-        const std::string name = names.substr(pos, comma - pos);
+    for (const std::string& name : comma_items(v)) {
         unsigned bit = 0;
         for (size_t i = 0; i < std::size(kFoldNames); i++)
             if (name == kFoldNames[i]) bit = 1u << i;
@@ -275,7 +272,6 @@ unsigned WebGpuBackend::folds_from_env() {
                                         " (unset: none; 1: every fold)");
         }
         bits |= bit;
-        pos = comma + 1;
     }
     return bits;
 }
