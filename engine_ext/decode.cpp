@@ -254,6 +254,7 @@ void Decoder::reset() {
     history_.clear();
     pending_.clear();
     for (auto& d : drafters_) d.reset();
+    copy_.clear();
 }
 
 void Decoder::set_state(std::vector<int32_t> history, std::vector<int32_t> pending) {
@@ -335,6 +336,15 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
 
     // prefill, chunked; only the last row's logits matter
     const auto t_prefill = Clock::now();
+    // the copy bias copies from the session as it stands now, this prompt included; the source
+    // stays fixed for the generation, so every row's prediction depends on its own tokens alone
+    copy_.clear();
+    if (s.sampling.copy_bias != 0.f && s.max_new > 0) {
+        std::vector<int32_t> source(history_);
+        source.insert(source.end(), prompt.begin(), prompt.end());
+        copy_.build(source.data(), source.size());
+    }
+    walk_ = copy_.start();
     const int64_t prefill_pos0 = m.pos();
     std::vector<int32_t> out;
     size_t fed = 0;  // input tokens committed so far
@@ -353,7 +363,7 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
             if (off + n == input.size() && s.max_new > 0) {
                 // sample before commit: the logits stay valid until the next run
                 out.push_back(s.forced.empty()
-                                  ? sampler_.sample(last, V, m.pos() + n, nullptr, 0)
+                                  ? sampler_.sample(last, V, m.pos() + n, nullptr, 0, copy_token(walk_))
                                   : s.forced[0]);
             }
             m.commit(n);
@@ -378,6 +388,7 @@ std::vector<int32_t> Decoder::start(const std::vector<int32_t>& prompt, const De
         const int32_t first = out.front();
         sampler_.accept(first);
         history_.push_back(first);
+        walk_ = copy_.advance(walk_, first);
         pending_.assign(1, first);
         gen_.tokens.push_back(first);
         t.emitted = 1;  // T = 0: no decode window, the token came from the prefill
@@ -425,14 +436,19 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
         window.insert(window.end(), d.tokens.begin(), d.tokens.begin() + n_draft);
     }
     const int T = int(window.size());
+    // row i's context is the session (its walk ends with the root, window[0]) and the drafts
+    // before it
+    CopyIndex::Walk row_walk = walk_;
     const auto t_run = Clock::now();
     const float* logits = m.run(window.data(), T);
     std::vector<int32_t> outs;
     bool eos = false;
     int matched = 0;
     for (int i = 0; i < T; ++i) {
+        if (i > 0) row_walk = copy_.advance(row_walk, window[size_t(i)]);
         const int32_t o = s.forced.empty()
-                              ? sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i)
+                              ? sampler_.sample(logits + size_t(i) * V, V, pos0 + i + 1, window.data() + 1, i,
+                                                copy_token(row_walk))
                               : s.forced[gen_.tokens.size() + size_t(i)];
         outs.push_back(o);
         const bool hit = i + 1 < T && o == window[i + 1];
@@ -448,6 +464,7 @@ std::vector<int32_t> Decoder::step(WindowTelemetry* tel) {
     const double run_commit_us = us_since(t_run);
     for (int32_t o : outs) sampler_.accept(o);
     history_.insert(history_.end(), outs.begin(), outs.end());
+    for (int32_t o : outs) walk_ = copy_.advance(walk_, o);
     pending_.assign(1, outs.back());
     gen_.tokens.insert(gen_.tokens.end(), outs.begin(), outs.end());
 

@@ -134,6 +134,8 @@ private:
 
     std::shared_ptr<WindowModel> model_;
     Sampler sampler_;
+    CopyIndex copy_;        // the copy bias's source: the session when the generation started
+    CopyIndex::Walk walk_;  // the copy index's walk over history_
     LengthController controller_;
     std::vector<int32_t> history_, pending_;
     std::vector<std::vector<int32_t>> documents_;
@@ -143,6 +145,8 @@ private:
     DecodeResult gen_;
     bool active_ = false;
     bool is_stop(int32_t t) const;
+    // the copy index's token after a walk, -1 when the copy bias is off
+    int32_t copy_token(CopyIndex::Walk w) const { return copy_.empty() ? -1 : copy_.predict(w); }
 };
 
 }  // namespace strata

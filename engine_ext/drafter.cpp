@@ -166,6 +166,125 @@ Draft SuffixDrafter::propose(int max_tokens, int min_match) const {
     return d;
 }
 
+// ---------------------------------------------------------------- copy index
+
+namespace {
+
+using Edges = std::vector<std::pair<int32_t, int32_t>>;
+
+Edges::const_iterator edge(const Edges& e, int32_t token) {
+    return std::lower_bound(e.begin(), e.end(), std::make_pair(token, INT32_MIN));
+}
+
+void set_edge(Edges& e, int32_t token, int32_t to) {
+    auto it = std::lower_bound(e.begin(), e.end(), std::make_pair(token, INT32_MIN));
+    if (it != e.end() && it->first == token) it->second = to;
+    else e.insert(it, {token, to});
+}
+
+}  // namespace
+
+void CopyIndex::clear() {
+    states_.clear();
+    states_.shrink_to_fit();
+    source_.clear();
+    source_.shrink_to_fit();
+    whole_ = 0;
+}
+
+int32_t CopyIndex::target(int32_t state, int32_t token) const {
+    const Edges& e = states_[size_t(state)].next;
+    const auto it = edge(e, token);
+    return it != e.end() && it->first == token ? it->second : -1;
+}
+
+void CopyIndex::build(const int32_t* source, size_t n) {
+    clear();
+    source_.assign(source, source + n);
+    states_.reserve(2 * n + 1);
+    states_.emplace_back();  // the root: the empty string
+    int32_t last = 0;
+    std::vector<int32_t> own(1, -1);  // the end position a state was created for (-1: root, clones)
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t c = source[i];
+        const int32_t cur = int32_t(states_.size());
+        states_.emplace_back();
+        states_[size_t(cur)].len = states_[size_t(last)].len + 1;
+        own.push_back(int32_t(i));
+        int32_t p = last;
+        while (p >= 0 && target(p, c) < 0) {
+            set_edge(states_[size_t(p)].next, c, cur);
+            p = states_[size_t(p)].link;
+        }
+        if (p < 0) {
+            states_[size_t(cur)].link = 0;
+        } else {
+            const int32_t q = target(p, c);
+            if (states_[size_t(p)].len + 1 == states_[size_t(q)].len) {
+                states_[size_t(cur)].link = q;
+            } else {
+                const int32_t clone = int32_t(states_.size());
+                State copy = states_[size_t(q)];
+                copy.len = states_[size_t(p)].len + 1;
+                states_.push_back(std::move(copy));
+                own.push_back(-1);
+                while (p >= 0 && target(p, c) == q) {
+                    set_edge(states_[size_t(p)].next, c, clone);
+                    p = states_[size_t(p)].link;
+                }
+                states_[size_t(q)].link = clone;
+                states_[size_t(cur)].link = clone;
+            }
+        }
+        last = cur;
+    }
+    whole_ = last;
+    // a state's end positions are its own and those of every state whose suffix link leads to it;
+    // the last one with a token after it (not n - 1) is what a prediction copies from
+    std::vector<int32_t> order(states_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = int32_t(k);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return states_[size_t(a)].len > states_[size_t(b)].len; });
+    for (size_t k = 0; k < states_.size(); ++k)
+        if (own[k] >= 0 && size_t(own[k]) + 1 < n) states_[k].last = own[k];
+    for (const int32_t s : order) {
+        const int32_t l = states_[size_t(s)].link;
+        if (l >= 0) states_[size_t(l)].last = std::max(states_[size_t(l)].last, states_[size_t(s)].last);
+    }
+}
+
+CopyIndex::Walk CopyIndex::start() const { return Walk{whole_, empty() ? 0 : states_[size_t(whole_)].len}; }
+
+CopyIndex::Walk CopyIndex::advance(Walk w, int32_t token) const {
+    if (empty()) return w;
+    for (;;) {
+        if (const int32_t t = target(w.state, token); t >= 0) return Walk{t, w.len + 1};
+        if (w.state == 0) return Walk{0, 0};
+        w.state = states_[size_t(w.state)].link;
+        w.len = states_[size_t(w.state)].len;
+    }
+}
+
+int32_t CopyIndex::predict(Walk w, int64_t* match_len) const {
+    if (match_len) *match_len = 0;
+    if (empty()) return -1;
+    // the longest suffix with an occurrence that a token follows: shorter suffixes (suffix links)
+    // have more occurrences
+    while (w.state != 0 && states_[size_t(w.state)].last < 0) {
+        w.state = states_[size_t(w.state)].link;
+        w.len = states_[size_t(w.state)].len;
+    }
+    if (w.state == 0) return -1;
+    if (match_len) *match_len = w.len;
+    return source_[size_t(states_[size_t(w.state)].last) + 1];
+}
+
+int32_t CopyIndex::predict(const int32_t* ctx, size_t n, int64_t* match_len) const {
+    Walk w;
+    for (size_t i = 0; i < n; ++i) w = advance(w, ctx[i]);
+    return predict(w, match_len);
+}
+
 std::unique_ptr<Drafter> make_drafter(DrafterKind kind) {
     switch (kind) {
         case DrafterKind::baseline: return std::make_unique<BaselineDrafter>();

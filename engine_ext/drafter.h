@@ -97,4 +97,47 @@ private:
 
 std::unique_ptr<Drafter> make_drafter(DrafterKind kind);
 
+// The copy bias's predictor (docs/decoding.md, "Copy bias"): over a fixed source (the session's
+// tokens when a generation starts), the token that followed the most recent occurrence of the
+// longest suffix of a context that occurs in the source with a token after it. It is a function
+// of the context alone (the source does not grow with the output), so a window row and a
+// one-token step with the same tokens before them predict the same token, and the copy bias keeps
+// the output identical with drafting on and off.
+//
+// A suffix automaton of the source: a walk over a context ends in the state of its longest suffix
+// that occurs in the source, and each state knows the last position where its strings end. Build
+// is linear in the source; a walk takes amortised O(1) per token.
+class CopyIndex {
+public:
+    // Where a walk stands: the automaton state of the context's longest suffix that occurs in the
+    // source, and that suffix's length.
+    struct Walk {
+        int32_t state = 0;
+        int64_t len = 0;
+    };
+    void build(const int32_t* source, size_t n);
+    void clear();
+    bool empty() const { return source_.empty(); }
+    // the walk over the whole source (what a generation's context starts as)
+    Walk start() const;
+    Walk advance(Walk w, int32_t token) const;
+    // the predicted next token after the walked context, -1 when none; match_len: the length of
+    // the suffix whose occurrence chose it
+    int32_t predict(Walk w, int64_t* match_len = nullptr) const;
+    // the same for a context given in full (tests, tools)
+    int32_t predict(const int32_t* ctx, size_t n, int64_t* match_len = nullptr) const;
+
+private:
+    struct State {
+        int64_t len = 0;
+        int32_t link = -1;
+        int32_t last = -1;  // the last end position with a token after it (-1: none)
+        std::vector<std::pair<int32_t, int32_t>> next;  // (token, state), sorted by token
+    };
+    int32_t target(int32_t state, int32_t token) const;  // -1 when no transition
+    std::vector<State> states_;
+    std::vector<int32_t> source_;
+    int32_t whole_ = 0;  // the state of the whole source
+};
+
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -43,7 +44,7 @@ DrafterKind drafter_kind(const std::string& name) {
 DecodeSettings settings_from(const py::kwargs& kw) {
     static const char* known[] = {"max_new", "temperature", "top_k", "top_p", "repetition_penalty",
                                   "presence_penalty", "frequency_penalty", "seed", "drafter", "max_draft",
-                                  "min_match", "stop_ids", "forced"};
+                                  "min_match", "stop_ids", "forced", "copy_bias"};
     for (auto item : kw) {
         const std::string k = py::str(item.first);
         if (std::find(std::begin(known), std::end(known), k) == std::end(known))
@@ -59,6 +60,7 @@ DecodeSettings settings_from(const py::kwargs& kw) {
     if (auto v = get("presence_penalty"); !v.is_none()) s.sampling.presence_penalty = v.cast<float>();
     if (auto v = get("frequency_penalty"); !v.is_none()) s.sampling.frequency_penalty = v.cast<float>();
     if (auto v = get("seed"); !v.is_none()) s.sampling.seed = v.cast<uint64_t>();
+    if (auto v = get("copy_bias"); !v.is_none()) s.sampling.copy_bias = v.cast<float>();
     if (auto v = get("drafter"); !v.is_none()) s.drafter = drafter_kind(v.cast<std::string>());
     if (auto v = get("max_draft"); !v.is_none()) {
         s.max_draft = v.cast<int>();
@@ -70,6 +72,8 @@ DecodeSettings settings_from(const py::kwargs& kw) {
     if (s.sampling.top_k < 0) throw py::value_error("top_k must be >= 0");
     if (!(s.sampling.top_p > 0.f)) throw py::value_error("top_p must be > 0");
     if (!(s.sampling.repetition_penalty > 0.f)) throw py::value_error("repetition_penalty must be > 0");
+    if (!(s.sampling.copy_bias >= 0.f && std::isfinite(s.sampling.copy_bias)))
+        throw py::value_error("copy_bias must be a finite number >= 0");
     return s;
 }
 
@@ -158,7 +162,7 @@ void register_decode(py::module_& m) {
     m.def("gumbel_noise", &gumbel_noise, py::arg("seed"), py::arg("position"), py::arg("token"));
     py::class_<Sampler>(m, "Sampler")
         .def(py::init([](float temperature, int top_k, float top_p, float repetition_penalty, float presence_penalty,
-                         float frequency_penalty, uint64_t seed) {
+                         float frequency_penalty, uint64_t seed, float copy_bias) {
                  SamplingParams p;
                  p.temperature = temperature;
                  p.top_k = top_k;
@@ -167,20 +171,52 @@ void register_decode(py::module_& m) {
                  p.presence_penalty = presence_penalty;
                  p.frequency_penalty = frequency_penalty;
                  p.seed = seed;
+                 p.copy_bias = copy_bias;
                  return Sampler(p);
              }),
              py::arg("temperature") = 0.f, py::arg("top_k") = 0, py::arg("top_p") = 1.f,
              py::arg("repetition_penalty") = 1.f, py::arg("presence_penalty") = 0.f,
-             py::arg("frequency_penalty") = 0.f, py::arg("seed") = 0)
+             py::arg("frequency_penalty") = 0.f, py::arg("seed") = 0, py::arg("copy_bias") = 0.f)
         .def("accept", &Sampler::accept, py::arg("token"))
         .def("sample",
              [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> logits, int64_t position,
-                py::object pending) {
+                py::object pending, int32_t copy) {
                  if (logits.ndim() != 1) throw py::value_error("sample takes one row of logits");
                  auto pend = pending.is_none() ? std::vector<int32_t>{} : to_ids(pending);
-                 return s.sample(logits.data(), int(logits.shape(0)), position, pend.data(), int(pend.size()));
+                 return s.sample(logits.data(), int(logits.shape(0)), position, pend.data(), int(pend.size()), copy);
              },
-             py::arg("logits"), py::arg("position"), py::arg("pending") = py::none());
+             py::arg("logits"), py::arg("position"), py::arg("pending") = py::none(), py::arg("copy") = -1);
+
+    // ---- copy index (the copy bias's predictor; standalone for tests)
+    py::class_<CopyIndex>(m, "CopyIndex")
+        .def(py::init([](py::object source) {
+                 const auto ids = to_ids(source);
+                 CopyIndex c;
+                 c.build(ids.data(), ids.size());
+                 return c;
+             }),
+             py::arg("source"))
+        .def("predict",
+             [](const CopyIndex& c, py::object context) {
+                 const auto ids = to_ids(context);
+                 int64_t len = 0;
+                 const int32_t t = c.predict(ids.data(), ids.size(), &len);
+                 return py::make_tuple(t, len);
+             },
+             py::arg("context"), "-> (token after the longest suffix's most recent occurrence or -1, suffix length)")
+        .def("predictions",
+             [](const CopyIndex& c, py::object context, size_t start) {
+                 const auto ids = to_ids(context);
+                 std::vector<int32_t> out;
+                 CopyIndex::Walk w;
+                 for (size_t i = 0; i <= ids.size(); ++i) {
+                     if (i >= start) out.push_back(c.predict(w));
+                     if (i < ids.size()) w = c.advance(w, ids[i]);
+                 }
+                 return out;
+             },
+             py::arg("context"), py::arg("start") = 0,
+             "the prediction after each prefix context[:k], k = start..len(context), in one walk");
 
     // ---- length controller (standalone, for tests and tools)
     py::class_<LengthController>(m, "LengthController")
@@ -236,7 +272,7 @@ void register_decode(py::module_& m) {
              py::arg("prompt"), py::kw_only(), py::arg("callback") = py::none(),
              "generate(prompt, *, max_new=256, temperature=0, top_k=0, top_p=1, repetition_penalty=1, "
              "presence_penalty=0, frequency_penalty=0, seed=0, drafter='suffix', max_draft=None, "
-             "min_match=4, stop_ids=None, callback=None) -> {tokens, stop_reason, prefill_us, n_prefill}. "
+             "min_match=4, stop_ids=None, copy_bias=0, callback=None) -> {tokens, stop_reason, prefill_us, n_prefill}. "
              "callback(tokens, stats) after every window; returning False stops.")
         .def(
             "start",

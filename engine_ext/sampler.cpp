@@ -36,7 +36,8 @@ void Sampler::reset(const SamplingParams& p) {
 }
 
 int32_t Sampler::sample(const float* logits, int vocab, int64_t position, const int32_t* pending,
-                        int n_pending) {
+                        int n_pending, int32_t copy) {
+    const bool boost = p_.copy_bias != 0.f && copy >= 0 && copy < vocab;
     const bool penalize = p_.has_penalties() && (!counts_.empty() || n_pending > 0);
     const float* x = logits;
     if (penalize) {
@@ -56,11 +57,18 @@ int32_t Sampler::sample(const float* logits, int vocab, int64_t position, const 
         int32_t best = 0;
         for (int32_t t = 1; t < vocab; ++t)
             if (x[t] > x[best]) best = t;
+        if (boost && copy != best) {
+            // best is the argmax of every other token too; ties go to the lower id as above
+            const float v = x[copy] + p_.copy_bias;
+            if (v > x[best] || (v == x[best] && copy < best)) best = copy;
+        }
         return best;
     }
     if (!penalize) work_.assign(logits, logits + vocab);
     const float inv_t = 1.f / p_.temperature;
+    const float boosted = boost ? x[copy] + p_.copy_bias : 0.f;  // x may be work_ itself
     for (int t = 0; t < vocab; ++t) work_[t] = x[t] * inv_t;
+    if (boost) work_[copy] = boosted * inv_t;
     const float* s = work_.data();
 
     cand_.resize(vocab);

@@ -16,6 +16,7 @@ struct SamplingParams {
     float repetition_penalty = 1.f;  // 1: off (positive logits / p, negative * p)
     float presence_penalty = 0.f;    // subtracted once from every token already generated
     float frequency_penalty = 0.f;   // subtracted per occurrence
+    float copy_bias = 0.f;           // added to the logit of the token the copy index predicts (0: off)
     uint64_t seed = 0;
     bool has_penalties() const {
         return repetition_penalty != 1.f || presence_penalty != 0.f || frequency_penalty != 0.f;
@@ -36,9 +37,11 @@ public:
     void accept(int32_t token) { ++counts_[token]; }
     const std::unordered_map<int32_t, int>& counts() const { return counts_; }
     // Chooses the token at absolute `position` from one row of logits. `pending` are output tokens
-    // this row sees that are not accepted yet (the drafts before it in the window).
+    // this row sees that are not accepted yet (the drafts before it in the window). `copy` is the
+    // token the copy index predicts for this row (-1: none); copy_bias is added to its logit after
+    // the penalties.
     int32_t sample(const float* logits, int vocab, int64_t position, const int32_t* pending = nullptr,
-                   int n_pending = 0);
+                   int n_pending = 0, int32_t copy = -1);
 
 private:
     SamplingParams p_;

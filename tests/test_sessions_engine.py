@@ -72,3 +72,25 @@ def test_replay_of_a_real_recording_is_identical_with_drafting_on_and_off(tmp_pa
         for draft in ("none", "suffix"):
             report = Replay(make_generator(), rec, {"draft": draft}).run()
             assert report.identical, report.lines()
+
+
+def test_edit_runs_with_the_copy_bias_and_records_it(tmp_path):
+    from strata.edit import EDIT_COPY_BIAS
+
+    f = tmp_path / "notes.txt"
+    f.write_text("".join(f"item {i}: keep {i * 7 % 5}\n" for i in range(20)))
+    with SessionStore(tmp_path / "s.db") as store:
+        for given in (None, 0.0, 30.0):
+            gen = make_generator()
+            ran = []
+            stream = gen.stream
+            gen.stream = lambda ids, settings, *a: ran.append(settings.decode_kwargs()["copy_bias"]) or stream(ids, settings, *a)
+            ed = EditSession(gen, f, SETTINGS.replace(copy_bias=given), store=store)
+            _text(ed.propose("shorten"))
+            want = EDIT_COPY_BIAS if given is None else given
+            assert ran[-1] == want  # what the engine got
+            # the turn records the bias it ran with, so a replay runs it the same way
+            assert ed.turns[-1].settings["copy_bias"] == want
+            for draft in ("none", "suffix"):
+                report = Replay(make_generator(), load_recording(ed.session_id, store), {"draft": draft}).run()
+                assert report.identical, report.lines()

@@ -81,3 +81,17 @@ def test_the_tui_settings_strip_uses_the_same_rules(temperature, seed, max_draft
     with pytest.raises(ValueError) as info:
         parse_settings(GenerationSettings(), True, max_draft, temperature, seed)
     assert str(info.value).startswith(field), info.value
+
+
+def test_copy_bias_is_checked_and_older_records_ran_without_it():
+    assert GenerationSettings().copy_bias is None  # the mode's default
+    assert GenerationSettings().decode_kwargs()["copy_bias"] == 0.0
+    assert GenerationSettings(copy_bias=2).copy_bias == 2.0
+    assert GenerationSettings(copy_bias=2).decode_kwargs()["copy_bias"] == 2.0
+    for bad in (-0.5, float("nan"), 1e9, "2"):
+        with pytest.raises(SettingsError, match="--copy-bias"):
+            GenerationSettings(copy_bias=bad)
+    # a record without the key ran before the copy bias existed: it replays without one
+    assert GenerationSettings.from_dict({"max_new": 5}).copy_bias == 0.0
+    assert GenerationSettings.from_dict({"copy_bias": None}).copy_bias is None
+    assert GenerationSettings.from_dict(GenerationSettings(copy_bias=1.5).to_dict()).copy_bias == 1.5

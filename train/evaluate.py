@@ -140,11 +140,12 @@ class StrataEngine:
         self.tokens = 0
         self.seconds = 0.0
 
-    def __call__(self, prompt_text: str, max_new: int, stop_id: int, seconds: float) -> tuple[str, bool]:
+    def __call__(self, prompt_text: str, max_new: int, stop_id: int, seconds: float,
+                 copy_bias: float = 0.0) -> tuple[str, bool]:
         from strata.settings import GenerationSettings
 
         self.gen.reset()
-        settings = GenerationSettings(max_new=max_new, temperature=0.0, draft="suffix")
+        settings = GenerationSettings(max_new=max_new, temperature=0.0, draft="suffix", copy_bias=copy_bias)
         t0 = time.time()
         out, reason = [], ""
         for ev in self.gen.stream(self.gen.encode(prompt_text), settings, should_stop=lambda: time.time() - t0 > seconds):
@@ -158,7 +159,7 @@ class StrataEngine:
 
 
 def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, engine=None, task_seconds=120.0,
-               edit_cap=False):
+               edit_cap=False, copy_bias=0.0):
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
     t0 = time.time()
     targets = [len(tokenizer.encode(t["rewritten"]).ids) for t in tasks]
@@ -176,7 +177,7 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
                 from strata.edit import rewrite_token_limit
 
                 cap = max(cap, rewrite_token_limit(len(tokenizer.encode(tasks[i]["original"]).ids)))
-            gens.append(engine(text, cap, eos, task_seconds))
+            gens.append(engine(text, cap, eos, task_seconds, copy_bias))
             log(f"  task {i + 1}/{len(texts)} {tasks[i]['kind']}: exact {gens[-1][1] and gens[-1][0] == tasks[i]['rewritten']}"
                 f" ({engine.tokens / max(engine.seconds, 1e-9):.0f} tok/s so far)")
     per_kind, samples = {}, []
@@ -205,7 +206,7 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
            "files_chars": [min(len(t["original"]) for t in tasks), max(len(t["original"]) for t in tasks)],
            "seconds": round(time.time() - t0, 1)}
     if engine is not None:
-        res["engine"] = {"name": "strata", "draft": "suffix", "tokens": engine.tokens,
+        res["engine"] = {"name": "strata", "draft": "suffix", "copy_bias": copy_bias, "tokens": engine.tokens,
                          "tokens_per_s": round(engine.tokens / max(engine.seconds, 1e-9), 1)}
     log(f"edits: overall {res['overall']:.3f}, parse {res['parse_rate']:.3f}, "
         + ", ".join(f"{k} {v['rate']:.2f}" for k, v in sorted(per_kind.items())) + f" ({res['seconds']}s)")
@@ -349,7 +350,11 @@ def main() -> None:
     ap.add_argument("--edit-cap", action="store_true",
                     help="strata engine: let each rewrite run to `strata edit`'s own limit (2x the file's tokens + 64), "
                          "not the right answer's length + 64")
+    ap.add_argument("--copy-bias", type=float, default=0.0,
+                    help="strata engine: the copy bias of the edits (strata edit's default: strata.edit.EDIT_COPY_BIAS)")
     args = ap.parse_args()
+    if args.copy_bias and args.engine != "strata":
+        raise SystemExit("--copy-bias needs --engine strata")
     global BF16_ON_GPU
     BF16_ON_GPU = not args.f32
     if args.engine == "strata" and not args.model:
@@ -376,7 +381,8 @@ def main() -> None:
     elif "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)
         results["edits"], samples = eval_edits(model, tokenizer, tasks, args.device, args.max_time, log,
-                                               args.gen_batch, engine, args.task_seconds, args.edit_cap)
+                                               args.gen_batch, engine, args.task_seconds, args.edit_cap,
+                                               args.copy_bias)
         (args.out / "edit_samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     if "bpb" not in skip:

@@ -32,6 +32,10 @@ MAX_FILE_BYTES = 1 << 20
 PRIOR_SESSIONS = 4
 # room the prompt needs beyond the file itself: instruction, markers, and the rewrite's slack
 REWRITE_SLACK_TOKENS = 64
+# The copy bias a rewrite runs with unless the settings give one (docs/decoding.md, "Copy bias"):
+# a rewrite copies most of the file, and the bundled model's slips are copy slips. Chosen on a
+# development set of held-out tasks (train/copy_bias.py), not on the reported ones.
+EDIT_COPY_BIAS = 2.0
 
 
 def rewrite_token_limit(file_tokens: int) -> int:
@@ -351,6 +355,8 @@ class EditSession:
             raise EditError("the instruction is empty; say what to change")
         checked_text(instruction, "the instruction")
         settings = settings or self.settings
+        if settings.copy_bias is None:  # recorded as run, so a replay runs it the same way
+            settings = settings.replace(copy_bias=EDIT_COPY_BIAS)
         self.proposal = None
         self._read_file()  # every round starts from the checkpoint after the file
         ids = self.generator.encode(prompts.edit_instruction_suffix(instruction))

@@ -26,6 +26,7 @@ DRAFTERS = ("suffix", "baseline")
 # Sampling ranges past which output is noise (temperature) or the logits overflow (penalties).
 MAX_TEMPERATURE = 5.0
 MAX_PENALTY = 100.0
+MAX_COPY_BIAS = 100.0
 
 # Used only when the native module is missing (a source tree without a build): the same numbers
 # the engine exports, so validation still answers and loading the model then says what is wrong.
@@ -110,6 +111,10 @@ class GenerationSettings:
     drafter: str = "suffix"         # "baseline" | "suffix" (the suffix drafter's kind)
     max_draft: int | None = None    # None = adaptive length controller; K = fixed
     min_match: int = 4
+    # added to the logit of the token that continues the session's text where the output copies
+    # it (docs/decoding.md, "Copy bias"); None: the mode's default (strata edit: EDIT_COPY_BIAS,
+    # everything else 0)
+    copy_bias: float | None = None
 
     def __post_init__(self) -> None:
         lim = engine_limits()
@@ -128,6 +133,8 @@ class GenerationSettings:
         if self.max_draft is not None:
             put(self, "max_draft", check_int("max_draft", self.max_draft, 0, lim["max_draft"]))
         put(self, "min_match", check_int("min_match", self.min_match, 1, lim["max_min_match"]))
+        if self.copy_bias is not None:
+            put(self, "copy_bias", check_float("copy_bias", self.copy_bias, 0.0, MAX_COPY_BIAS))
 
     # -- conversions ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -136,10 +143,11 @@ class GenerationSettings:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GenerationSettings":
         """Settings from a dict (a session file, a stored session): unknown keys are ignored,
-        known ones validated."""
+        known ones validated. A dict without copy_bias was recorded before the copy bias existed,
+        so it ran without one (0), whatever the mode's default is now."""
         if not isinstance(d, dict):
             raise SettingsError("settings", f"must be an object, not {type(d).__name__}")
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        return cls(**{"copy_bias": 0.0, **{f.name: d[f.name] for f in fields(cls) if f.name in d}})
 
     def replace(self, **changes: Any) -> "GenerationSettings":
         """A copy with `changes` (None values are left out: an option that was not given)."""
@@ -155,4 +163,5 @@ class GenerationSettings:
         return dict(max_new=self.max_new, temperature=self.temperature, top_k=self.top_k,
                     top_p=self.top_p, repetition_penalty=self.repetition_penalty,
                     presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
-                    seed=self.seed, drafter=drafter, max_draft=self.max_draft, min_match=self.min_match)
+                    seed=self.seed, drafter=drafter, max_draft=self.max_draft, min_match=self.min_match,
+                    copy_bias=self.copy_bias or 0.0)

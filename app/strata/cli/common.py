@@ -26,6 +26,9 @@ TempOpt = typer.Option(None, "--temperature", "-t", metavar="T", help="Sampling 
 SeedOpt = typer.Option(None, "--seed", metavar="N", help="Sampling seed (sampled output is reproducible).")
 MaxNewOpt = typer.Option(None, "--max-new", metavar="N", help="Most tokens to generate per turn.")
 MaxDraftOpt = typer.Option(None, "--max-draft", metavar="K", help="Fixed draft length 0..15 (default: adaptive).")
+CopyBiasOpt = typer.Option(None, "--copy-bias", metavar="B",
+                           help="Add B to the logit of the token that goes on copying the session's text "
+                                "(0 = off; strata edit's default 2).")
 NoSaveOpt = typer.Option(False, "--no-save", help="Do not record this session in the session store.")
 ThreadsOpt = typer.Option(None, "--threads", metavar="N", help="Engine threads (default: one per physical core, one left free above 4).")
 CheckpointsOpt = typer.Option(None, "--checkpoints", metavar="N", help="Engine snapshots kept for undo/retry (default 8).")

@@ -9,7 +9,7 @@ import typer
 
 from .. import diagnostics
 from . import app, common
-from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, ModelOpt, NoSaveOpt, SeedOpt, TempOpt, ThreadsOpt)
+from .common import (CheckpointsOpt, CopyBiasOpt, DraftOpt, JsonOpt, MaxDraftOpt, ModelOpt, NoSaveOpt, SeedOpt, TempOpt, ThreadsOpt)
 from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
 
@@ -26,7 +26,7 @@ def edit(
     no_input: bool = typer.Option(False, "--no-input", help="Headless: print the diff, write nothing (unless --yes)."),
     model: Optional[str] = ModelOpt,
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
-    max_draft: Optional[int] = MaxDraftOpt, no_save: bool = NoSaveOpt,
+    max_draft: Optional[int] = MaxDraftOpt, copy_bias: Optional[float] = CopyBiasOpt, no_save: bool = NoSaveOpt,
     checkpoints: Optional[int] = CheckpointsOpt, threads: Optional[int] = ThreadsOpt,
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
@@ -54,7 +54,8 @@ def edit(
     refusal = write_target(file, force=force).refusal
     if yes and refusal:
         raise EditError(refusal)  # before loading a model: --yes could never write it
-    settings = common.settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft)
+    settings = common.settings(draft=draft, temperature=temperature, seed=seed, max_draft=max_draft,
+                               copy_bias=copy_bias)
     headless = yes or no_input or not common.interactive(False) or as_json
     if not headless:
         gen = common.generator(model, threads, stream_opts)

@@ -73,6 +73,8 @@ def run_command(
                                             help="Fixed draft length 0..15 (default: adaptive)."),
     min_match: int = typer.Option(4, "--min-match", metavar="N",
                                   help="Shortest suffix match that may propose a draft."),
+    copy_bias: float = typer.Option(0.0, "--copy-bias", metavar="B",
+                                    help="Add B to the logit of the token that goes on copying the prompt (0 = off)."),
     threads: Optional[int] = typer.Option(None, "--threads", metavar="N", help="Engine threads (default: one per physical core, one left free above 4)."),
     expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt,
@@ -95,7 +97,7 @@ def run_command(
         max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed,
-        draft=draft, max_draft=max_draft, min_match=min_match)
+        draft=draft, max_draft=max_draft, min_match=min_match, copy_bias=copy_bias)
 
     path = resolve_model(model)
     t_load = time.perf_counter()
