@@ -167,7 +167,7 @@ def drafter_stats(workloads: list[Workload], tok, min_match: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------
 def run_turns(engine, w: Workload, tok, *, drafter: str, max_draft, min_match: int, forced: bool,
-              max_new: int, clock=time.perf_counter, sampling: dict | None = None) -> dict:
+              max_new: int, clock=time.perf_counter, sampling: dict | None = None, copy_bias: float = 0.0) -> dict:
     """One session's turns on a fresh decoder: decode-time tokens/s and window stats.
 
     Each window is timed from the end of the previous window's callback to the start of its own
@@ -196,6 +196,8 @@ def run_turns(engine, w: Workload, tok, *, drafter: str, max_draft, min_match: i
         kw = dict(max_new=len(target) if forced else cap, drafter=drafter, max_draft=max_draft,
                   # a free continuation runs to max_new: a small model may end a file early
                   min_match=min_match, stop_ids=None if w.kind == "continue" else tok.eos_ids or None, **sampling)
+        if w.kind == "edit" and copy_bias:  # as strata edit runs a rewrite; chat and run do not copy
+            kw["copy_bias"] = copy_bias
         if forced:
             kw["forced"] = target
         if len(ids) + kw["max_new"] > engine.context_limit:
@@ -265,7 +267,7 @@ def model_bench(args, workloads, tok) -> list[dict]:
                 def once(drafter=drafter, k=k):
                     return run_turns(engine, w, tok, drafter=drafter, max_draft=k, min_match=args.min_match,
                                      forced=args.forced, max_new=args.max_new, clock=clock,
-                                     sampling=sampling)
+                                     sampling=sampling, copy_bias=args.copy_bias)
                 r, o, busy = benchlib.quiet_measure(once, args, f"{w.name} drafting {label}")
                 if o is not None:
                     others.append(o)
@@ -318,6 +320,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per configuration; the fastest counts")
     ap.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (0: greedy)")
     ap.add_argument("--seed", type=int, default=0, help="sampling seed")
+    ap.add_argument("--copy-bias", type=float, default=None,
+                    help="the copy bias of edit turns (default: strata edit's; 0: off); other turns run without")
     ap.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                     help="time windows by the wall clock, or by this process's CPU time (with --threads 1 that "
                          "is immune to other processes taking the core: use it on a busy machine)")
@@ -327,6 +331,10 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default=None, help="the model's name in --results")
     benchlib.add_quiet_args(ap)
     args = ap.parse_args(argv)
+    if args.copy_bias is None:
+        from strata.edit import EDIT_COPY_BIAS
+
+        args.copy_bias = EDIT_COPY_BIAS
 
     workloads = load_workloads(args.workloads, args.only)
     if not workloads:
@@ -354,6 +362,8 @@ def main(argv=None) -> int:
             if args.temperature > 0 and not args.forced:
                 mode += f", sampled at temperature {args.temperature} (seed {args.seed})"
             ctl = f"max-draft {args.max_draft}" if args.max_draft is not None else "adaptive"
+            if args.copy_bias and not args.forced:
+                mode += f", edits with copy bias {args.copy_bias:g}"
             print(f"\n## Drafting off vs on ({args.model.name}, {mode}, {args.drafter} drafter, {ctl})\n")
             mrows = model_bench(args, workloads, tok)
             result["model"] = mrows

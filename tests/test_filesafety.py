@@ -405,6 +405,15 @@ def test_a_rename_the_rewrite_did_not_finish():
         "the instruction renames f, which the file never uses"]
     assert unfinished_renames("def f():\n    pass\n# f\nd.f()\n", "def g():\n    pass\n# f\nd.f()\n",
                               "rename f to g") == []
+    # ... but a method of the file's own class called through self (or cls) is a use of it
+    cls = "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return self.f() + d.f()\n"
+    half = cls.replace("def f(", "def h(")
+    assert unfinished_renames(cls, half, "rename f to h") == [
+        "the rewrite still uses f (line 6), which the instruction renames to h"]
+    assert unfinished_renames(cls, half.replace("self.f()", "self.h()"), "rename f to h") == []
+    attr = "class B:\n    def __init__(self):\n        self.size = 1\n\n    def grow(self):\n        self.size += 1\n"
+    assert unfinished_renames(attr, attr.replace("self.size = 1", "self.length = 1"), "rename size to length") == [
+        "the rewrite still uses size (line 6), which the instruction renames to length"]
     # a name the file never uses: said, when the rewrite changed anything
     assert unfinished_renames("def f():\n    pass\n", "def g():\n    pass\n", "rename ff to g") == [
         "the instruction renames ff, which the file never uses"]
@@ -530,6 +539,14 @@ CONFIG = 'TIMEOUT = 10\nNAME = "abc"\n\n\ndef f(x):\n    return x + 1\n'
      CONFIG.replace("x + 1", "x + 3") + "\n\ndef g(a):\n    return a * 2\n", "addition", [6]),
     ("new function g(a): doubles a", CONFIG.replace('NAME = "abc"\n', "") + "\n\ndef g(a):\n    return a * 2\n",
      "addition", [2]),
+    # added, but not the definition the instruction names, or lines inside old code as well
+    ("add a function g(a) that returns a times 2", CONFIG + "\n\ndef h(a):\n    return a * 2\n", "addition", [9, 10]),
+    ("add a function g(a) that returns a times 2",
+     CONFIG.replace("    return x + 1\n", "    return x + 1\n    x += 1\n") + "\n\ndef g(a):\n    return a * 2\n",
+     "addition", [7]),
+    # with a decorator, an import it needs and a comment above it: all part of the addition
+    ("add a function g(a) that returns a times 2",
+     "import functools\n" + CONFIG + "\n\n# doubles\n@functools.cache\ndef g(a):\n    return a * 2\n", "addition", []),
     # adding to an existing definition changes it, and other edits named: no such check
     ("add type hints to the function f", CONFIG.replace("f(x):", "f(x: int) -> int:"), "", []),
     ("add a parameter y to f(x)", CONFIG.replace("f(x):", "f(x, y):"), "", []),

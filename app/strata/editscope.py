@@ -178,23 +178,28 @@ def _only_imports(instruction: str | None, old: str, new: str) -> bool:
     return all(w.strip(".,;:!?()'\"") in named for w in rest)
 
 
-def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
+def _name_lines(text: str, name: str, python: bool, own_attribute: bool = False) -> list[int] | None:
     """The lines where `name` is used: in Python, as an identifier or as a whole string literal
     (an `__all__` entry, `getattr(obj, "name")`), not in comments or prose, and not after a dot
-    (`d.items()` may be another object's attribute of the same name); elsewhere, as a whole word.
-    None when Python source does not tokenize."""
+    (`d.items()` may be another object's attribute of the same name) unless own_attribute and the
+    dot follows `self` or `cls`; elsewhere, as a whole word. None when Python source does not
+    tokenize."""
     if not python:
         word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
         return [text.count("\n", 0, m.start()) + 1 for m in word.finditer(text)]
     lines = []
-    after_dot = False
+    after_dot = after_own = False
+    prev = None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT,
                             tokenize.DEDENT):
                 continue
             dot, after_dot = after_dot, tok.type == tokenize.OP and tok.string == "."
-            if tok.type == tokenize.NAME and tok.string == name and not dot:
+            own, after_own = after_own, after_dot and prev is not None and prev.type == tokenize.NAME \
+                and prev.string in ("self", "cls")
+            prev = tok
+            if tok.type == tokenize.NAME and tok.string == name and (not dot or (own and own_attribute)):
                 lines.append(tok.start[0])
             elif tok.type == tokenize.STRING and tok.string[-1:] in "'\"" and \
                     tok.string.lstrip("rRbBuU").strip("'\"") == name:
@@ -204,13 +209,28 @@ def _name_lines(text: str, name: str, python: bool) -> list[int] | None:
     return lines
 
 
+def _own_attribute(tree: ast.Module, name: str) -> bool:
+    """Whether a class of the file defines `name` as a method or assigns `self.name`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name == name for d in node.body):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            return True
+    return False
+
+
 def unfinished_renames(old: str, new: str, instruction: str | None, python: bool = True) -> list[str]:
     """One line per rename the instruction asks for that the rewrite did not finish: the old name
     is still used (with the lines), or was never in the file. Empty when nothing was asked."""
     out = []
+    tree = parse_python(old) if python else None
     for was, becomes in asked_renames(instruction):
-        before = _name_lines(old, was, python)
-        after = _name_lines(new, was, python)
+        # a method or an instance attribute of the file's own classes: `self.was` is a use of it
+        own = tree is not None and _own_attribute(tree, was)
+        before = _name_lines(old, was, python, own)
+        after = _name_lines(new, was, python, own)
         if before is None or after is None:
             continue
         if not before:
@@ -482,10 +502,10 @@ _OPENER = re.compile(r"^[^\w`'\"]*(?:(?:hey|hi|ok|okay)\b[\s,!]*)?(?:(?:please|p
                      r"(?:could|can|would|will)\s+you(?:\s+(?:please|kindly|just))?)?\s*", re.IGNORECASE)
 
 
-def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
+def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed, whole: str = ""):
     """What one mechanical edit explains: (its name, a pattern masked in both files' lines or
     None, the old lines and the new lines it explains), or None when `said` asks for something
-    else (or a Python check has no trees)."""
+    else (or a Python check has no trees). `whole`: the instruction `said` is a step of."""
     said = _OPENER.sub("", said, count=1)
     if _only_renames(said):
         names = sorted({n for pair in asked_renames(said) for n in pair}, key=len, reverse=True)
@@ -494,7 +514,7 @@ def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
     if _only(said, (*_LITERALS, _LITERALS_NEW_FIRST)):
         return "literal change", _literal_mask({lit for pair in asked_literals(said) for lit in pair}), set(), set()
     if _ADD_DEF.match(said) and not _ADD_DEF_NOT.search(said):
-        return "addition", None, _blank(a), set(range(1, len(b) + 1))
+        return "addition", None, _blank(a), _added_lines(said, whole or said, b, parsed)
     ta, tb = parsed()
     if ta is None or tb is None:
         return None
@@ -514,6 +534,27 @@ def _scope(said: str, old: str, new: str, a: list[str], b: list[str], parsed):
         named = set(rest)  # "add the docstring ... to f": f's, not another definition's
         return "docstring", None, _docstring_lines(ta, named) | _blank(a), _docstring_lines(tb, named) | _blank(b)
     return None
+
+
+_DEF_NAMES = re.compile(r"\b(?:function|method|class|helper)\s+`?([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\(")
+
+
+def _added_lines(said: str, whole: str, b: list[str], parsed) -> set[int]:
+    """The new lines an addition explains: in Python, the definitions it names (or the names a
+    later step renames them to) that the old file does not have (decorators included), import
+    lines (a new function may need one), comments and blank lines; every line where the names or
+    the trees are not to be had."""
+    every = set(range(1, len(b) + 1))
+    names = {m.group(1) or m.group(2) for m in _DEF_NAMES.finditer(said)}
+    names |= {becomes for was, becomes in asked_renames(whole) if was in names}
+    ta, tb = parsed()
+    if not names or ta is None or tb is None:
+        return every
+    had = collections.Counter(d.name for d in _definitions(ta))
+    now = collections.Counter(d.name for d in _definitions(tb))
+    lines = {i for d in _definitions(tb) if d.name in names and now[d.name] > had[d.name] for i in _span(d)}
+    lines |= {i for node in tb.body if isinstance(node, (ast.Import, ast.ImportFrom)) for i in _span(node)}
+    return lines | _blank(b) | {j for j, line in enumerate(b, 1) if line.lstrip().startswith("#")}
 
 
 def _slides(lines: list[str], i1: int, i2: int):
@@ -548,8 +589,9 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
       definitions named, when the instruction names some) or blank;
     - changing literals only ("change 10 to 20"): a changed line equals the old one once every
       form of the old and new literals is masked in both;
-    - adding a new definition only ("add a function f(a) that ..."): lines are only added; an
-      old line that is not blank may not change or go;
+    - adding a new definition only ("add a function f(a) that ..."): lines are only added, and
+      (Python) belong to a definition of a name the instruction gives that the old file lacks, an
+      import, a comment or a blank line; an old line that is not blank may not change or go;
     - "change nothing": every changed line;
     - several of these joined ("rename a to b, then add `import math`"): what any step explains."""
     a, b = old.splitlines(), new.splitlines()
@@ -568,7 +610,7 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
         scopes = [one] if one else []
         pieces = _split_steps(said)
         if not one and len(pieces) >= 2:  # "rename a to b, then add `import math`": every step
-            got = [_scope(p, old, new, a, b, parsed) for p in pieces]
+            got = [_scope(p, old, new, a, b, parsed, said) for p in pieces]
             scopes = got if all(got) else []
         if not scopes:
             return "", []
@@ -587,6 +629,18 @@ def unexplained_changes(old: str, new: str, instruction: str | None, python: boo
     # lines only moved (a function added after the `if __name__` block can read as that block
     # replaced and written again)
     back = {mb[j] for tag, _, _, j1, j2 in ops if tag != "equal" for j in range(j1, j2) if j + 1 in ok_b}
+    if any(scope[0] == "addition" for scope in scopes):
+        # an addition explains only its own lines, so a line the diff shows gone in one place and
+        # written again in another is a move of the diff's making (a large deletion beside it),
+        # each gone line once: a duplicated old line is still a change
+        gone = collections.Counter(ma[i] for tag, i1, i2, _, _ in ops if tag != "equal" for i in range(i1, i2)
+                                   if ma[i].strip())
+        for tag, _, _, j1, j2 in ops:
+            for j in range(j1, j2) if tag != "equal" else ():
+                if j + 1 not in ok_b and gone[mb[j]] > 0:
+                    gone[mb[j]] -= 1
+                    ok_b.add(j + 1)
+                    back.add(mb[j])
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue
