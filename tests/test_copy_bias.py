@@ -39,6 +39,18 @@ def test_predictions_walk_every_prefix_once():
     assert idx.predictions(ctx, 10) == [idx.predict(ctx[:k])[0] for k in range(10, len(ctx) + 1)]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=80), st.lists(st.integers(0, 4), max_size=40))
+def test_the_training_machines_python_predictor_is_the_engines(source, ctx):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+    from copy_index import CopyIndex
+
+    assert CopyIndex(source).predictions(ctx) == E.CopyIndex(source).predictions(ctx)
+
+
 def test_copy_index_long_contexts_and_most_recent():
     rng = random.Random(4)
     block = [rng.randrange(1000) for _ in range(100)]

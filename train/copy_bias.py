@@ -1,11 +1,11 @@
 """Teacher-forced exact match of whole-file edits under the copy bias, for every bias at once
 (docs/decoding.md, "Copy bias"). One forward pass per task over prompt + reference rewrite gives
-the logits at every position; the copy bias's predictor (strata's own `CopyIndex`, over the
-prompt) gives the token it would boost there. With bias b, greedy decoding writes the reference
+the logits at every position; the copy bias's predictor (copy_index.py, the engine's rule in
+Python, over the prompt) gives the token it would boost there. With bias b, greedy decoding writes the reference
 exactly when, at every position of the rewrite and at its end, the reference token wins
 after b is added to the predicted token's logit, so one pass scores every b.
 
-    PYTHONPATH=app python train/copy_bias.py --model app/strata/models/strata-tiny \\
+    python train/copy_bias.py --model app/strata/models/strata-tiny \\
         --tasks tasks.jsonl.gz --biases 0,1,1.5,2,2.5,3,4,8 [--out sweep.json]
 
 Runs on the CPU (about 1.5 s a task for strata-tiny on 2 cores). Greedy ties (exactly equal
@@ -27,44 +27,53 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
 import make_rows  # noqa: E402
+from copy_index import CopyIndex  # noqa: E402
 from strata import prompts  # noqa: E402
 
 
-def task_margins(model, tokenizer, task, copy_index_cls):
-    """Per rewrite position: (reference logit, predicted copy token is the reference, best
-    logit of any other token than the reference and the copy token, the copy token's logit)."""
+def rewrite_copies(ids: list[int], first: int) -> list[int]:
+    """The copy bias's token for each position p >= first - 1 of ids (what the bias boosts when
+    ids[p + 1] is predicted), the source being ids[:first] (the prompt)."""
+    return CopyIndex(ids[:first]).predictions(ids[:-1], first)
+
+
+def margins(logits: torch.Tensor, refs: torch.Tensor, copies: torch.Tensor) -> np.ndarray:
+    """Per predicted position (rows of logits): the reference token's logit, whether the copy
+    token is the reference, the best logit of any token but those two, the copy token's logit."""
+    rows = torch.arange(len(refs), device=logits.device)
+    has = copies >= 0
+    c = copies.clamp(min=0)
+    lt = logits[rows, refs]
+    lc = torch.where(has, logits[rows, c], torch.full_like(lt, -torch.inf))
+    masked = logits.clone()
+    masked[rows, refs] = -torch.inf
+    masked[rows[has], c[has]] = -torch.inf
+    return torch.stack([lt, (has & (c == refs)).to(lt.dtype), masked.max(-1).values, lc], 1).float().cpu().numpy()
+
+
+def task_margins(model, tokenizer, task) -> np.ndarray:
     prompt = prompts.edit_prompt(task["filename"], task["original"], task["instruction"])
     enc = tokenizer.encode(prompts.edit_example(task["filename"], task["original"], task["instruction"],
                                                 task["rewritten"]))
     marks = make_rows.change_marks(enc.offsets, len(prompt), make_rows.changed_spans(task["original"], task["rewritten"]))
-    ids = np.array(enc.ids)
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([enc.ids[:-1]])).logits[0].float().numpy()
     rows = np.nonzero(marks[1:] > 0)[0]  # logits[p] predicts ids[p + 1]
-    start = int(rows[0]) + 1  # the rewrite's first token; the prompt before it is the source
-    copies = copy_index_cls(enc.ids[:start]).predictions(enc.ids[:-1], int(rows[0]) + 1)
-    out = np.empty((len(rows), 4))
-    for k, p in enumerate(rows):
-        lg = logits[p].copy()
-        ref, copy = int(ids[p + 1]), int(copies[int(p) + 1 - (int(rows[0]) + 1)])
-        out[k, 0] = lg[ref]
-        out[k, 1] = copy == ref
-        out[k, 3] = lg[copy] if copy >= 0 else -np.inf
-        lg[ref] = -np.inf
-        if copy >= 0:
-            lg[copy] = -np.inf
-        out[k, 2] = lg.max()
-    return out
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([enc.ids[:-1]])).logits[0].float()
+    first = int(rows[0]) + 1  # the rewrite's first token; the prompt before it is the source
+    copies = rewrite_copies(enc.ids, first)
+    idx = torch.from_numpy(rows)
+    return margins(logits[idx], torch.tensor(enc.ids)[idx + 1], torch.tensor(copies)[idx + 1 - first])
 
 
-def exact_under(m, bias):
+def exact_under(m: np.ndarray, bias: float) -> bool:
+    """Greedy with the copy bias writes the reference at every one of these positions (ties
+    count as misses)."""
     ref = m[:, 0] + bias * m[:, 1]
     rival = np.maximum(m[:, 2], np.where(m[:, 1] > 0, -np.inf, m[:, 3] + bias))
     return bool((ref > rival).all())
 
 
 def main() -> None:
-    from strata import _engine
     from tokenizers import Tokenizer
     from transformers import Qwen3NextForCausalLM
 
@@ -90,7 +99,7 @@ def main() -> None:
     table = {b: {} for b in biases}
     t0 = time.time()
     for n, task in enumerate(tasks):
-        m = task_margins(model, tokenizer, task, _engine.CopyIndex)
+        m = task_margins(model, tokenizer, task)
         for b in biases:
             k = table[b].setdefault(task["kind"], [0, 0])
             k[0] += exact_under(m, b)

@@ -214,7 +214,7 @@ def eval_edits(model, tokenizer, tasks, device, max_time, log, gen_batch=128, en
 
 
 @torch.no_grad()
-def eval_forced(model, tokenizer, tasks, device, log, rows_path=None):
+def eval_forced(model, tokenizer, tasks, device, log, rows_path=None, copy_biases=()):
     """Teacher-forced exact match: one forward pass over prompt + reference rewrite +
     <|endoftext|> per task; a task counts as exact when the model's top token is the reference
     token at every position of the rewrite and at its end. Greedy decoding reproduces the
@@ -222,7 +222,10 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None):
     so it measures greedy exact match at the cost of one prefill instead of a generation. Also
     reported: the share of the rewrite's tokens predicted right, and of its changed tokens
     (make_rows.change_marks, the tokens that carry the edit). With rows_path, each task's row is
-    written there as soon as it is done, so a run stopped by a time limit keeps the tasks it did."""
+    written there as soon as it is done, so a run stopped by a time limit keeps the tasks it did.
+    copy_biases: also count, per bias, the tasks greedy decoding gets exact under `strata edit`'s
+    copy bias of that size (copy_bias.py; the row's `copy_exact` lists the biases it passes)."""
+    import copy_bias
     import make_rows
 
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
@@ -248,6 +251,17 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None):
         first = int(torch.nonzero(rew & ~right)[0]) - int(torch.nonzero(rew)[0]) if not exact else None
         rows.append({"kind": t["kind"], "path": t["path"], "exact": exact, "first_wrong": first,
                      "changed_wrong": int(chg.sum() - right[chg].sum()), "changed": int(chg.sum())})
+        if copy_biases:
+            at = torch.nonzero(rew)[:, 0]
+            start = int(at[0]) + 1
+            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start))[at - int(at[0])]
+            m = copy_bias.margins(logits[at.to(logits.device)].float(), ids[0, 1:][at.to(ids.device)],
+                                  copies.to(logits.device))
+            ok = [b for b in copy_biases if enc.ids[-1] == eos and copy_bias.exact_under(m, b)]
+            rows[-1]["copy_exact"] = ok
+            for b in ok:
+                k.setdefault("copy_exact", {}).setdefault(str(b), 0)
+                k["copy_exact"][str(b)] += 1
         if sink:
             sink.write(json.dumps(rows[-1]) + "\n")
             sink.flush()
@@ -265,6 +279,9 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None):
            "seconds": round(time.time() - t0, 1)}
     log(f"forced: overall {res['overall']:.3f} ({sum(r['exact'] for r in rows)}/{n}), changed tokens right "
         f"{res['changed_acc']:.3f}, " + ", ".join(f"{k} {v['exact']}" for k, v in sorted(per_kind.items())))
+    if copy_biases:
+        res["copy_exact"] = {str(b): sum(b in r["copy_exact"] for r in rows) for b in copy_biases}
+        log("forced with strata edit's copy bias: " + ", ".join(f"bias {b}: {v}/{n}" for b, v in res["copy_exact"].items()))
     return res, rows
 
 
@@ -352,7 +369,14 @@ def main() -> None:
                          "not the right answer's length + 64")
     ap.add_argument("--copy-bias", type=float, default=0.0,
                     help="strata engine: the copy bias of the edits (strata edit's default: strata.edit.EDIT_COPY_BIAS)")
+    ap.add_argument("--copy-biases", default="",
+                    help="with --forced: also count the tasks exact under strata edit's copy bias of these sizes "
+                         "(a comma list, e.g. 2)")
     args = ap.parse_args()
+    try:
+        args.copy_biases = [float(b) for b in args.copy_biases.split(",") if b.strip()]
+    except ValueError:
+        raise SystemExit(f"--copy-biases: a comma list of numbers, not {args.copy_biases!r}")
     if args.copy_bias and args.engine != "strata":
         raise SystemExit("--copy-bias needs --engine strata")
     global BF16_ON_GPU
@@ -376,7 +400,8 @@ def main() -> None:
     heldout = list(iter_corpus(args.heldout))
     if args.forced:
         tasks = load_tasks(args.tasks, args.per_kind, args.skip_per_kind)
-        results["forced"], _ = eval_forced(model, tokenizer, tasks, args.device, log, args.out / "forced_tasks.jsonl")
+        results["forced"], _ = eval_forced(model, tokenizer, tasks, args.device, log, args.out / "forced_tasks.jsonl",
+                                           args.copy_biases)
         (args.out / "eval.json").write_text(json.dumps(results, indent=1))
     elif "edits" not in skip:
         tasks = load_tasks(args.tasks, args.per_kind)
