@@ -381,25 +381,37 @@ def test_rename_reaches_strings_and_comments_unless_the_name_is_a_plain_word():
     assert f'__all__ = ["parse_header", "{new}"]' in out and "class Reader" not in out
 
 
-def test_packer_keeps_marks_aligned_with_tokens():
+SIZES = (10, 50, 30, 7, 33, 20)
+
+
+def _packed():
+    """A Packer fed code, edits of SIZES (marks and copies on their second half) and chats."""
     packer = make_rows.Packer(width=64, eos=0, code_row_frac=0.3, seed=5)
     for i in range(30):
         packer.add_code(np.arange(1, 30, dtype=np.uint16) + i)
-    for n in (10, 50, 30, 7, 33, 20):
+    for n in SIZES:
         marks = np.zeros(n, dtype=np.uint8)
         marks[n // 2:] = 1
         marks[n - 2] = 2
-        packer.add_example(np.full(n, 1000 + n, dtype=np.uint16), "edit", marks)
+        copies = np.where(marks > 0, 2000 + n, make_rows.NO_COPY).astype(np.uint16)
+        packer.add_example(np.full(n, 1000 + n, dtype=np.uint16), "edit", marks, copies)
         packer.add_example(np.full(5, 3000, dtype=np.uint16), "chat")
     packer.close()
-    assert len(packer.rows) == len(packer.marks)
-    for row, marks in zip(packer.rows, packer.marks):
-        assert row.shape == marks.shape == (64,)
-        for n in (10, 50, 30, 7, 33, 20):
+    return packer
+
+
+def test_packer_keeps_marks_and_copies_aligned_with_tokens():
+    packer = _packed()
+    assert len(packer.rows) == len(packer.marks) == len(packer.copies)
+    for row, marks, copies in zip(packer.rows, packer.marks, packer.copies):
+        assert row.shape == marks.shape == copies.shape == (64,)
+        for n in SIZES:
             at = np.flatnonzero(row == 1000 + n)
             if len(at):
                 assert list(marks[at]) == [0] * (n // 2) + [1] * (n - n // 2 - 2) + [2, 1]
+                assert list(copies[at]) == [make_rows.NO_COPY] * (n // 2) + [2000 + n] * (n - n // 2)
         assert not marks[row == 3000].any() and not marks[row < 1000].any()
+        assert (copies[row == 3000] == make_rows.NO_COPY).all() and (copies[row < 1000] == make_rows.NO_COPY).all()
 
 
 def test_changed_tokens_weigh_more_in_the_loss():
@@ -554,7 +566,8 @@ def test_producer_marks_the_newline_run_at_joins():
     edits = make_rows.work((rows, 11, 0.35, 0.0, 1, 0.0, 24_000, 0, (), 0.0))[0]
     tok = make_rows._TOK
     extended = 0
-    for ids, marks in edits:
+    for ids, marks, copies in edits:
+        assert copies is None  # only with --copies
         text = tok.decode(ids.tolist(), skip_special_tokens=False)
         enc = tok.encode(text)
         assert enc.ids == ids.tolist()
@@ -706,3 +719,54 @@ def test_first_divergence_classes_where_a_rewrite_leaves_the_right_one():
     assert first_divergence.divergence(original, want, "def b():\n\n    return 2\n")[0] == "newline"
     assert first_divergence.divergence(original, want, "def  b():\n    return 2\n")[0] == "whitespace"
     assert first_divergence.divergence(original, want, "def b();\n    return 2\n")[0] == "punctuation"
+
+
+def test_producer_copies_are_the_engines_copy_bias_tokens():
+    """make_rows --copies: at every rewrite token, the token the engine's copy bias boosts when it
+    predicts that token (its CopyIndex over the example's prompt); NO_COPY elsewhere."""
+    E = pytest.importorskip("strata._engine")
+    make_rows._init(str(Path(__file__).resolve().parent.parent / "app/strata/models/strata-tiny/tokenizer.json"))
+    rows = [{"path": f"pkg/m{i}.py", "text": MODULE.replace("LIMIT", f"LIMIT{i}"), "sha256": f"{i:064d}"}
+            for i in range(4)]
+    edits = make_rows.work((rows, 11, 0.35, 0.0, 1, 0.0, 24_000, 0, (), 0.0, True))[0]
+    assert edits
+    for ids, marks, copies in edits:
+        assert copies.shape == ids.shape and copies.dtype == np.uint16
+        first = int(np.flatnonzero(marks > 0)[0])
+        seq = ids.tolist()
+        engine = E.CopyIndex(seq[:first]).predictions(seq[:-1], first)
+        want = np.full(len(ids), make_rows.NO_COPY)
+        want[first:] = [t if t >= 0 else make_rows.NO_COPY for t in engine]
+        want[marks == 0] = make_rows.NO_COPY
+        assert np.array_equal(copies, want)
+        assert (copies[marks > 0] != make_rows.NO_COPY).mean() > 0.9  # a rewrite copies its prompt
+
+
+def test_train_reads_the_copies_and_adds_the_bias_before_the_loss(tmp_path):
+    import torch
+
+    import train
+
+    packer = _packed()
+    np.save(tmp_path / "marks_0000.npy", np.stack(packer.marks))
+    np.save(tmp_path / "copies_0000.npy", np.stack(packer.copies))
+    np.save(tmp_path / "rows_0000.npy", np.stack(packer.rows))
+    feed = train.ShardFeed(tmp_path, 2, 0, print, marks=True, copies=True)
+    feed.wait_first(timeout=1)
+    batch = feed.next_batch()
+    assert batch.shape == (2, 3, 64)
+    for b in batch:
+        k = next(i for i, r in enumerate(packer.rows) if np.array_equal(r, b[0]))
+        assert np.array_equal(b[1], packer.marks[k]) and np.array_equal(b[2], packer.copies[k])
+    (tmp_path / "copies_0000.npy").unlink()
+    with pytest.raises(SystemExit, match="copies_0000.npy: missing .*--copies"):
+        train.ShardFeed(tmp_path, 2, 0, print, marks=True, copies=True).wait_first(timeout=1)
+
+    # the loss sees the logits strata edit samples from: +bias on the copy token, nowhere else
+    logits = torch.randn(2, 5, 11)
+    copies = torch.tensor([[3, train.NO_COPY, 0, 10, train.NO_COPY], [train.NO_COPY] * 5])
+    got = train.with_copy_bias(logits, copies, 2.0)
+    want = logits.clone()
+    for i, j in ((0, 0), (0, 2), (0, 3)):
+        want[i, j, copies[i, j]] += 2.0
+    assert torch.equal(got, want)

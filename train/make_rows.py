@@ -14,6 +14,10 @@ after a deletion, the newline tokens at each join (v7), and --mark-after tokens 
 change), 0 elsewhere (prompts, chats, code).
 train.py --changed-weight reads them; the rows themselves do not depend on them.
 
+--copies: a third shard, copies_NNNN.npy (uint16, written before the rows): at each rewrite token
+the token that `strata edit`'s copy bias boosts when predicting it (copy_tokens(), copy_index.py
+over the example's prompt), NO_COPY elsewhere; train.py --copy-bias reads it.
+
 --rare-vocab N (v5): before the first pass, every eighth file is tokenized and the vocabulary
 pieces seen at most N times (rare_vocab()) are handed to file_tasks, whose renames and string
 literals then take them as new values half of the time (file_tasks.VOCAB_SHARE), so that tokens
@@ -53,6 +57,7 @@ sys.path.insert(0, str(HERE.parent / "app"))
 
 import chat_data  # noqa: E402
 import file_tasks  # noqa: E402
+from copy_index import CopyIndex  # noqa: E402
 from rewrite_tasks import iter_corpus  # noqa: E402
 from strata import prompts  # noqa: E402
 
@@ -185,9 +190,30 @@ def scrambled(row: dict, rng: random.Random, names: list[str]) -> dict | None:
     return dict(row, text=text, sha256=row["sha256"] + ":scrambled") if text else None
 
 
+NO_COPY = 65535  # copies channel: no copy token at this position (uint16 like the rows)
+
+
+def copy_tokens(ids: np.ndarray, marks: np.ndarray) -> np.ndarray:
+    """The copies channel of one edit example: at each rewrite token (marks > 0), the token the
+    copy bias of `strata edit` would boost when predicting it (copy_index.py over the prompt, the
+    tokens before the rewrite); NO_COPY elsewhere."""
+    out = np.full(len(ids), NO_COPY, dtype=np.uint16)
+    at = np.flatnonzero(marks > 0)
+    if len(at):
+        first = int(at[0])
+        seq = ids.tolist()
+        pred = np.asarray(CopyIndex(seq[:first]).predictions(seq[:-1], first), dtype=np.int64)
+        out[first:] = np.where(pred >= 0, pred, NO_COPY)
+        out[:first] = NO_COPY
+        out[marks == 0] = NO_COPY
+    return out
+
+
 def work(job):
-    """One chunk of files -> token arrays of edit examples, chats and code."""
-    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after, vocab, p_scramble = job
+    """One chunk of files -> token arrays of edit examples (ids, marks, copies or None), chats
+    and code."""
+    rows, seed, p_two, p_chat, n_chat, p_code, max_chars, after, vocab, p_scramble, *rest = job
+    copies = bool(rest and rest[0])
     edits, spans, chats, code, kinds = [], [], [], [], {}
     names = sorted({n for r in rows for n in file_tasks._IDENT.findall(r["text"]) if len(n) >= 3}) if p_scramble else []
     for row in rows:
@@ -208,8 +234,10 @@ def work(job):
             code.append(row["text"])
     enc = lambda texts: [np.asarray(e.ids, dtype=np.uint16) for e in _TOK.encode_batch(texts)] if texts else []
     edit_enc = _TOK.encode_batch(edits) if edits else []
-    edit_out = [(np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after, text))
-                for e, text, (r, sp) in zip(edit_enc, edits, spans)]
+    edit_out = []
+    for e, text, (r, sp) in zip(edit_enc, edits, spans):
+        ids, marks = np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after, text)
+        edit_out.append((ids, marks, copy_tokens(ids, marks) if copies else None))
     return edit_out, enc(chats), enc(code), kinds
 
 
@@ -225,6 +253,8 @@ class Packer:
         self.used = 0
         self.rows: list[np.ndarray] = []
         self.marks: list[np.ndarray] = []  # one per row, uint8 (see change_marks)
+        self.cur_copies: list[np.ndarray] = []
+        self.copies: list[np.ndarray] = []  # one per row, uint16 (copy_tokens; NO_COPY where none)
         self.stats = {"edit_tokens": 0, "chat_tokens": 0, "code_tokens": 0, "dropped_long": 0}
 
     def add_code(self, ids: np.ndarray) -> None:
@@ -254,12 +284,15 @@ class Packer:
         self.cur.append(self.take_code(self.width - self.used))
         self.rows.append(np.concatenate(self.cur))
         self.marks.append(np.concatenate(self.cur_marks + [np.zeros(self.width - self.used, dtype=np.uint8)]))
-        self.cur, self.cur_marks, self.used = [], [], 0
+        self.copies.append(np.concatenate(self.cur_copies + [np.full(self.width - self.used, NO_COPY, dtype=np.uint16)]))
+        self.cur, self.cur_marks, self.cur_copies, self.used = [], [], [], 0
         if self.rng.random() < self.p_code and self.code_len > 2 * self.width:
             self.rows.append(self.take_code(self.width))
             self.marks.append(np.zeros(self.width, dtype=np.uint8))
+            self.copies.append(np.full(self.width, NO_COPY, dtype=np.uint16))
 
-    def add_example(self, ids: np.ndarray, what: str, marks: np.ndarray | None = None) -> None:
+    def add_example(self, ids: np.ndarray, what: str, marks: np.ndarray | None = None,
+                    copies: np.ndarray | None = None) -> None:
         if len(ids) > self.width:
             self.stats["dropped_long"] += 1
             return
@@ -267,6 +300,7 @@ class Packer:
             self.close()
         self.cur.append(ids)
         self.cur_marks.append(np.zeros(len(ids), dtype=np.uint8) if marks is None else marks)
+        self.cur_copies.append(np.full(len(ids), NO_COPY, dtype=np.uint16) if copies is None else copies)
         self.used += len(ids)
         self.stats[what + "_tokens"] += len(ids)
         if marks is not None:
@@ -302,6 +336,9 @@ def main() -> None:
     ap.add_argument("--kind-weights", default="",
                     help="KIND=W,...: change the training mix of edit kinds (file_tasks.KIND_WEIGHT), "
                          "e.g. delete_function=2.4,multi=2.4 (v8)")
+    ap.add_argument("--copies", action="store_true",
+                    help="also write copies_NNNN.npy: at each rewrite token, the token strata edit's copy bias "
+                         "boosts there (copy_tokens), for train.py --copy-bias")
     args = ap.parse_args()
     try:
         file_tasks.KIND_WEIGHT.update(parse_kind_weights(args.kind_weights))  # the forked workers inherit it
@@ -326,7 +363,12 @@ def main() -> None:
         while len(packer.rows) >= args.shard_rows or (final and packer.rows):
             part, packer.rows = packer.rows[:args.shard_rows], packer.rows[args.shard_rows:]
             mpart, packer.marks = packer.marks[:args.shard_rows], packer.marks[args.shard_rows:]
+            cpart, packer.copies = packer.copies[:args.shard_rows], packer.copies[args.shard_rows:]
             arr = np.stack(part).astype(np.uint16)
+            if args.copies:  # before the rows, as the marks: a reader finds all three
+                tmp = args.out / f"copies_{shard:04d}.tmp.npy"
+                np.save(tmp, np.stack(cpart).astype(np.uint16))
+                os.replace(tmp, args.out / f"copies_{shard:04d}.npy")
             tmp = args.out / f"marks_{shard:04d}.tmp.npy"  # before the rows: a reader finds both
             np.save(tmp, np.stack(mpart).astype(np.uint8))
             os.replace(tmp, args.out / f"marks_{shard:04d}.npy")
@@ -349,15 +391,16 @@ def main() -> None:
             order = list(range(len(corpus)))
             random.Random(args.seed + p).shuffle(order)
             jobs = [([corpus[i] for i in order[s:s + args.chunk]], args.seed * 100 + p, args.p_two,
-                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after, vocab, args.p_scramble) for s in range(0, len(order), args.chunk)]
+                     args.p_chat, args.chats_per_file, args.p_code, args.max_chars, args.mark_after, vocab, args.p_scramble,
+                     args.copies) for s in range(0, len(order), args.chunk)]
             counts["passes"] = p + 1
             for edits, chats, code, k in pool.imap(work, jobs):
                 for ids in code:
                     packer.add_code(ids)
-                examples = [(e, "edit", m) for e, m in edits] + [(c, "chat", None) for c in chats]
+                examples = [(e, "edit", m, c) for e, m, c in edits] + [(c, "chat", None, None) for c in chats]
                 packer.rng.shuffle(examples)
-                for ids, what, marks in examples:
-                    packer.add_example(ids, what, marks)
+                for ids, what, marks, copies in examples:
+                    packer.add_example(ids, what, marks, copies)
                 counts["edit_examples"] += len(edits)
                 counts["chats"] += len(chats)
                 for key, v in k.items():

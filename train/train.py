@@ -176,8 +176,8 @@ class ShardFeed:
     count is logged and kept in run.json) instead of waiting. With marks=True each row comes with
     its marks (marks_NNNN.npy, written by the producer before the rows; see loss_weights)."""
 
-    def __init__(self, folder: Path, batch: int, seed: int, log, marks: bool = False):
-        self.folder, self.batch, self.log, self.marks = folder, batch, log, marks
+    def __init__(self, folder: Path, batch: int, seed: int, log, marks: bool = False, copies: bool = False):
+        self.folder, self.batch, self.log, self.marks, self.copies = folder, batch, log, marks, copies
         self.rng = np.random.default_rng(seed)
         self.loaded: list[np.ndarray] = []
         self.next_shard = 0
@@ -189,11 +189,20 @@ class ShardFeed:
         got = False
         while (self.folder / f"rows_{self.next_shard:04d}.npy").exists():
             arr = np.load(self.folder / f"rows_{self.next_shard:04d}.npy")
-            if self.marks:
-                m = np.load(self.folder / f"marks_{self.next_shard:04d}.npy")
+            channels = [arr]
+            for name, wanted in (("marks", self.marks), ("copies", self.copies)):
+                if not wanted:
+                    continue
+                path = self.folder / f"{name}_{self.next_shard:04d}.npy"
+                if not path.exists():
+                    raise SystemExit(f"{path.name}: missing (the producer writes it with --{name})"
+                                     if name == "copies" else f"{path.name}: missing")
+                m = np.load(path)
                 if m.shape != arr.shape:
-                    raise SystemExit(f"marks_{self.next_shard:04d}.npy: shape {m.shape}, rows {arr.shape}")
-                arr = np.stack([arr, m.astype(arr.dtype)], axis=1)  # (rows, 2, width)
+                    raise SystemExit(f"{path.name}: shape {m.shape}, rows {arr.shape}")
+                channels.append(m.astype(arr.dtype))
+            if len(channels) > 1:
+                arr = np.stack(channels, axis=1)  # (rows, 1 + marks + copies, width)
             self.loaded.append(arr)
             self.queue += list(self.n_loaded + self.rng.permutation(len(arr)))
             self.n_loaded += len(arr)
@@ -219,7 +228,7 @@ class ShardFeed:
             self.reused_rows += self.n_loaded
             self.log(f"caught up with the producer: re-reading {self.n_loaded} rows")
         out, self.queue = self.queue[:self.batch], self.queue[self.batch:]
-        return self.pool[np.asarray(out)]  # (batch, width), or (batch, 2, width) with marks
+        return self.pool[np.asarray(out)]  # (batch, width), or (batch, channels, width)
 
 
 class RouterTap:
@@ -326,6 +335,17 @@ def loss_weights(keep: torch.Tensor, marks: torch.Tensor, changed_weight: float,
     return w * keep
 
 
+NO_COPY = 65535  # make_rows.NO_COPY
+
+
+def with_copy_bias(logits: torch.Tensor, copies: torch.Tensor, bias: float) -> torch.Tensor:
+    """The logits `strata edit` samples from: `bias` added to the copy token of each position
+    (copies aligned with the labels; NO_COPY where none), out of place."""
+    has = copies != NO_COPY
+    idx = torch.where(has, copies, torch.zeros_like(copies)).unsqueeze(-1)
+    return logits.scatter_add(-1, idx, (has.to(logits.dtype) * bias).unsqueeze(-1))
+
+
 def loss_mask(batch: torch.Tensor, ids: dict) -> torch.Tensor:
     """Which labels (batch[:, 1:]) carry loss: the prompt of an edit example (<|file|> up to and
     including <|rewrite|>) and every non-assistant chat turn (<|im_start|>user ... up to the next
@@ -386,9 +406,17 @@ def main() -> None:
                     help="with marks: loss weight of the newline tokens at a change's joins (default: --changed-weight)")
     ap.add_argument("--code-weight", type=float, default=1.0,
                     help="with --loss-on answer and marks: loss weight of answer tokens outside rewrites (code, chat replies)")
+    ap.add_argument("--copy-bias", type=float, default=0.0,
+                    help="with --loss-on answer: add this to the logit of strata edit's copy token at each rewrite "
+                         "position before the loss (the producer's --copies), so the model is trained for the copy "
+                         "bias it runs with (0: off)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="a very small model for a CPU smoke test")
     args = ap.parse_args()
+    if args.copy_bias and args.loss_on != "answer":
+        raise SystemExit("--copy-bias needs --loss-on answer")
+    if not (args.copy_bias >= 0 and math.isfinite(args.copy_bias)):
+        raise SystemExit(f"--copy-bias must be a finite number >= 0, not {args.copy_bias}")
     use_marks = args.changed_weight != 1.0 or args.code_weight != 1.0 or args.join_weight not in (None, 1.0)
     if use_marks and args.loss_on != "answer":
         raise SystemExit("--changed-weight/--join-weight/--code-weight need --loss-on answer")
@@ -450,8 +478,11 @@ def main() -> None:
         """One forward and backward; returns the loss, the balance loss, the label count and
         (with marks) the mean loss on changed rewrite tokens and on the other rewrite tokens."""
         parts = ()
-        if use_marks:
-            batch, marks = batch[:, 0], batch[:, 1]
+        if batch.dim() == 3:
+            channels = batch
+            batch = channels[:, 0]
+            marks = channels[:, 1] if use_marks else None
+            copies = channels[:, -1] if args.copy_bias else None
         inputs, labels = batch[:, :-1], batch[:, 1:]
         mask = torch.ones_like(labels, dtype=torch.bool)
         with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16):
@@ -459,7 +490,11 @@ def main() -> None:
             logits = model.lm_head(hidden)
         if args.loss_on == "answer":
             keep = loss_mask(batch, ids).reshape(-1)
-            per_tok = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+            lf = logits.float()
+            if args.copy_bias:  # the model learns what is left over once the copy bias is added
+                lf = with_copy_bias(lf, copies[:, 1:], args.copy_bias)
+            per_tok = F.cross_entropy(lf.view(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+            del lf
             if use_marks:
                 m = marks[:, 1:].reshape(-1)
                 w = loss_weights(keep, m, args.changed_weight, args.code_weight, args.join_weight)
@@ -482,7 +517,9 @@ def main() -> None:
         join = args.changed_weight if args.join_weight is None else args.join_weight
         log(f"loss weights: changed rewrite tokens {args.changed_weight}, newlines at their joins {join}, other rewrite tokens 1, "
             f"code and chat answers {args.code_weight}")
-    feed = ShardFeed(args.rows, 1, args.seed, log, marks=use_marks)
+    if args.copy_bias:
+        log(f"copy bias in the loss: +{args.copy_bias:g} on the copy token of every rewrite position (the producer's copies)")
+    feed = ShardFeed(args.rows, 1, args.seed, log, marks=use_marks, copies=bool(args.copy_bias))
     feed.wait_first()
     full = feed.pool.shape[-1]
     width = full if not args.crop else min(args.crop + 1, full)
