@@ -550,10 +550,10 @@ def test_producer_scrambles_only_when_asked():
     assert "scrambled" not in plain[3] and mixed[3]["scrambled"] == len(mixed[0]) > 0
     assert plain[0] and all(file_tasks.usable(r, 0, 10**6) for r in rows)
     tok = make_rows._TOK
-    for ids, _ in mixed[0]:
+    for ids, *_ in mixed[0]:
         text = tok.decode(ids.tolist(), skip_special_tokens=False)
         assert not any(r["text"] in text for r in rows)
-    for ids, _ in plain[0]:
+    for ids, *_ in plain[0]:
         assert any(r["text"] in tok.decode(ids.tolist(), skip_special_tokens=False) for r in rows)
 
 
