@@ -297,6 +297,13 @@ bool Decoder::is_stop(int32_t t) const {
     return std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(), t) != settings_.stop_ids.end();
 }
 
+int32_t Decoder::copy_token(CopyIndex::Walk w) const {
+    if (copy_.empty()) return -1;
+    const int32_t t = copy_.predict(w);
+    const auto& skip = settings_.copy_skip;
+    return std::find(skip.begin(), skip.end(), t) != skip.end() ? -1 : t;
+}
+
 void Decoder::stop(const std::string& reason) {
     if (active_ && gen_.stop_reason.empty()) gen_.stop_reason = reason;
     active_ = false;

@@ -25,6 +25,9 @@ struct DecodeSettings {
     // Benchmark oracle: when set, output j is forced[j] instead of the sampled token (the model
     // still runs every window, so timings are real; acceptance follows the forced text).
     std::vector<int32_t> forced;
+    // Tokens the copy bias never boosts (a session's control tokens: copying the marker that
+    // follows a file in the prompt is not copying the file).
+    std::vector<int32_t> copy_skip;
 };
 
 struct DecodeResult {
@@ -146,7 +149,7 @@ private:
     bool active_ = false;
     bool is_stop(int32_t t) const;
     // the copy index's token after a walk, -1 when the copy bias is off
-    int32_t copy_token(CopyIndex::Walk w) const { return copy_.empty() ? -1 : copy_.predict(w); }
+    int32_t copy_token(CopyIndex::Walk w) const;
 };
 
 }  // namespace strata

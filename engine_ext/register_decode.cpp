@@ -44,7 +44,7 @@ DrafterKind drafter_kind(const std::string& name) {
 DecodeSettings settings_from(const py::kwargs& kw) {
     static const char* known[] = {"max_new", "temperature", "top_k", "top_p", "repetition_penalty",
                                   "presence_penalty", "frequency_penalty", "seed", "drafter", "max_draft",
-                                  "min_match", "stop_ids", "forced", "copy_bias"};
+                                  "min_match", "stop_ids", "forced", "copy_bias", "copy_skip"};
     for (auto item : kw) {
         const std::string k = py::str(item.first);
         if (std::find(std::begin(known), std::end(known), k) == std::end(known))
@@ -69,6 +69,7 @@ DecodeSettings settings_from(const py::kwargs& kw) {
     if (auto v = get("min_match"); !v.is_none()) s.min_match = v.cast<int>();
     if (auto v = get("stop_ids"); !v.is_none()) s.stop_ids = to_ids(v);
     if (auto v = get("forced"); !v.is_none()) s.forced = to_ids(v);
+    if (auto v = get("copy_skip"); !v.is_none()) s.copy_skip = to_ids(v);
     if (s.sampling.top_k < 0) throw py::value_error("top_k must be >= 0");
     if (!(s.sampling.top_p > 0.f)) throw py::value_error("top_p must be > 0");
     if (!(s.sampling.repetition_penalty > 0.f)) throw py::value_error("repetition_penalty must be > 0");
@@ -272,7 +273,7 @@ void register_decode(py::module_& m) {
              py::arg("prompt"), py::kw_only(), py::arg("callback") = py::none(),
              "generate(prompt, *, max_new=256, temperature=0, top_k=0, top_p=1, repetition_penalty=1, "
              "presence_penalty=0, frequency_penalty=0, seed=0, drafter='suffix', max_draft=None, "
-             "min_match=4, stop_ids=None, copy_bias=0, callback=None) -> {tokens, stop_reason, prefill_us, n_prefill}. "
+             "min_match=4, stop_ids=None, copy_bias=0, copy_skip=None, callback=None) -> {tokens, stop_reason, prefill_us, n_prefill}. "
              "callback(tokens, stats) after every window; returning False stops.")
         .def(
             "start",

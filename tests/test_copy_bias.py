@@ -49,6 +49,7 @@ def test_the_training_machines_python_predictor_is_the_engines(source, ctx):
     from copy_index import CopyIndex
 
     assert CopyIndex(source).predictions(ctx) == E.CopyIndex(source).predictions(ctx)
+    assert CopyIndex(source).predictions(ctx, 0, {2}) == [-1 if t == 2 else t for t in E.CopyIndex(source).predictions(ctx)]
 
 
 def test_copy_index_long_contexts_and_most_recent():
@@ -91,9 +92,9 @@ def test_sampler_sampling_is_gumbel_max_over_boosted_logits():
         assert s.sample(x, pos, copy=copy) == int(np.argmax(scores))
 
 
-def _reference(lm, prompt, max_new, bias, history=()):
+def _reference(lm, prompt, max_new, bias, history=(), skip=()):
     """One-token greedy decoding with the copy bias, in Python: the source is the session (earlier
-    turns and this prompt), fixed for the generation."""
+    turns and this prompt), fixed for the generation; tokens in skip are never boosted."""
     seq = list(history) + list(prompt)
     idx = E.CopyIndex(seq)
     rows = lm.run(list(prompt))
@@ -103,7 +104,7 @@ def _reference(lm, prompt, max_new, bias, history=()):
     for _ in range(max_new):
         copy, _ = idx.predict(seq)
         v = logits.astype(np.float32).copy()
-        if copy >= 0:
+        if copy >= 0 and copy not in skip:
             v[copy] = np.float32(v[copy] + np.float32(bias))
         tok = int(np.argmax(v))
         out.append(tok)
@@ -171,6 +172,19 @@ def test_a_later_turn_copies_from_the_whole_session():
     history = prompt + first[:-1]
     ref_second = _reference(ref_lm, [first[-1], 1, 2, 3], 30, 2.0, history=history)
     assert second == ref_second
+
+
+def test_skipped_tokens_are_never_boosted():
+    prompt = _prompt()
+    # the tokens the bias boosts without a skip list, then the same run skipping half of them
+    seen = E.CopyIndex(prompt).predictions(prompt + _reference(E.FakeLM(VOCAB, seed=3, copy_bias=1.0), prompt, 60, 20.0))
+    skip = sorted({t for t in seen if t >= 0})[::2]
+    ref = _reference(E.FakeLM(VOCAB, seed=3, copy_bias=1.0), prompt, 60, 20.0, skip=skip)
+    assert ref != _reference(E.FakeLM(VOCAB, seed=3, copy_bias=1.0), prompt, 60, 20.0)
+    for drafter, k in (("none", None), ("suffix", None), ("suffix", 8)):
+        res = E.Decoder(E.FakeLM(VOCAB, seed=3, copy_bias=1.0)).generate(
+            prompt, max_new=60, drafter=drafter, max_draft=k, copy_bias=20.0, copy_skip=skip)
+        assert res["tokens"] == ref, (drafter, k)
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])

@@ -27,14 +27,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
 import make_rows  # noqa: E402
-from copy_index import CopyIndex  # noqa: E402
+from copy_index import CopyIndex, special_ids  # noqa: E402
 from strata import prompts  # noqa: E402
 
 
-def rewrite_copies(ids: list[int], first: int) -> list[int]:
+def rewrite_copies(ids: list[int], first: int, skip=()) -> list[int]:
     """The copy bias's token for each position p >= first - 1 of ids (what the bias boosts when
-    ids[p + 1] is predicted), the source being ids[:first] (the prompt)."""
-    return CopyIndex(ids[:first]).predictions(ids[:-1], first)
+    ids[p + 1] is predicted), the source being ids[:first] (the prompt); -1 for tokens in skip
+    (strata passes the control tokens: copy_index.special_ids)."""
+    return CopyIndex(ids[:first]).predictions(ids[:-1], first, skip)
 
 
 def margins(logits: torch.Tensor, refs: torch.Tensor, copies: torch.Tensor) -> np.ndarray:
@@ -60,7 +61,7 @@ def task_margins(model, tokenizer, task) -> np.ndarray:
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([enc.ids[:-1]])).logits[0].float()
     first = int(rows[0]) + 1  # the rewrite's first token; the prompt before it is the source
-    copies = rewrite_copies(enc.ids, first)
+    copies = rewrite_copies(enc.ids, first, special_ids(tokenizer))
     idx = torch.from_numpy(rows)
     return margins(logits[idx], torch.tensor(enc.ids)[idx + 1], torch.tensor(copies)[idx + 1 - first])
 

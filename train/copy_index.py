@@ -63,12 +63,21 @@ class CopyIndex:
             state = self.link[state]
         return -1 if state == 0 else self.source[self.last[state] + 1]
 
-    def predictions(self, context, start: int = 0) -> list[int]:
-        """The prediction after each prefix context[:k], k = start..len(context)."""
-        out, state = [], 0
+    def predictions(self, context, start: int = 0, skip=()) -> list[int]:
+        """The prediction after each prefix context[:k], k = start..len(context); -1 where it is
+        in skip (the decoder's copy_skip: the tokens the bias never boosts)."""
+        out, state, skip = [], 0, set(skip)
         for k in range(len(context) + 1):
             if k >= start:
-                out.append(self._predict(state))
+                t = self._predict(state)
+                out.append(-1 if t in skip else t)
             if k < len(context):
                 state = self._advance(state, context[k])
         return out
+
+
+def special_ids(tokenizer) -> list[int]:
+    """What strata's Generator passes as copy_skip: the ids of the session's control tokens."""
+    from strata import prompts
+
+    return sorted(i for i in (tokenizer.token_to_id(t) for t in prompts.SPECIAL_TOKENS) if i is not None)

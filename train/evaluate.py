@@ -229,6 +229,7 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None, copy_biase
     import make_rows
 
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
+    skip = copy_bias.special_ids(tokenizer)
     per_kind, rows, t0 = {}, [], time.time()
     sink = open(rows_path, "w", encoding="utf-8") if rows_path else None
     for n, t in enumerate(tasks):
@@ -254,7 +255,7 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None, copy_biase
         if copy_biases:
             at = torch.nonzero(rew)[:, 0]
             start = int(at[0]) + 1
-            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start))[at - int(at[0])]
+            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start, skip))[at - int(at[0])]
             m = copy_bias.margins(logits[at.to(logits.device)].float(), ids[0, 1:][at.to(ids.device)],
                                   copies.to(logits.device))
             ok = [b for b in copy_biases if enc.ids[-1] == eos and copy_bias.exact_under(m, b)]

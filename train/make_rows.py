@@ -57,7 +57,7 @@ sys.path.insert(0, str(HERE.parent / "app"))
 
 import chat_data  # noqa: E402
 import file_tasks  # noqa: E402
-from copy_index import CopyIndex  # noqa: E402
+from copy_index import CopyIndex, special_ids  # noqa: E402
 from rewrite_tasks import iter_corpus  # noqa: E402
 from strata import prompts  # noqa: E402
 
@@ -193,16 +193,16 @@ def scrambled(row: dict, rng: random.Random, names: list[str]) -> dict | None:
 NO_COPY = 65535  # copies channel: no copy token at this position (uint16 like the rows)
 
 
-def copy_tokens(ids: np.ndarray, marks: np.ndarray) -> np.ndarray:
+def copy_tokens(ids: np.ndarray, marks: np.ndarray, skip=()) -> np.ndarray:
     """The copies channel of one edit example: at each rewrite token (marks > 0), the token the
     copy bias of `strata edit` would boost when predicting it (copy_index.py over the prompt, the
-    tokens before the rewrite); NO_COPY elsewhere."""
+    tokens before the rewrite; never one in skip, the control tokens); NO_COPY elsewhere."""
     out = np.full(len(ids), NO_COPY, dtype=np.uint16)
     at = np.flatnonzero(marks > 0)
     if len(at):
         first = int(at[0])
         seq = ids.tolist()
-        pred = np.asarray(CopyIndex(seq[:first]).predictions(seq[:-1], first), dtype=np.int64)
+        pred = np.asarray(CopyIndex(seq[:first]).predictions(seq[:-1], first, skip), dtype=np.int64)
         out[first:] = np.where(pred >= 0, pred, NO_COPY)
         out[:first] = NO_COPY
         out[marks == 0] = NO_COPY
@@ -237,7 +237,7 @@ def work(job):
     edit_out = []
     for e, text, (r, sp) in zip(edit_enc, edits, spans):
         ids, marks = np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after, text)
-        edit_out.append((ids, marks, copy_tokens(ids, marks) if copies else None))
+        edit_out.append((ids, marks, copy_tokens(ids, marks, special_ids(_TOK)) if copies else None))
     return edit_out, enc(chats), enc(code), kinds
 
 

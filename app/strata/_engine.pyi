@@ -141,7 +141,8 @@ class Decoder:
     """draft -> run -> verify -> commit over a WindowModel. Settings (keyword arguments of
     generate/start): max_new, temperature, top_k, top_p, repetition_penalty, presence_penalty,
     frequency_penalty, seed, drafter ('none'|'baseline'|'suffix'), max_draft (None = adaptive),
-    min_match, stop_ids, forced (benchmark oracle: force the outputs), copy_bias."""
+    min_match, stop_ids, forced (benchmark oracle: force the outputs), copy_bias, copy_skip (tokens
+    the copy bias never boosts)."""
     def __init__(self, model: WindowModel) -> None: ...
     def generate(self, prompt: Sequence[int], *, callback: Any = None, **settings: Any) -> dict[str, Any]:
         """-> {tokens, stop_reason, prefill_us, n_prefill}; callback(tokens, stats) after each

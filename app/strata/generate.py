@@ -176,6 +176,8 @@ class Generator:
         self._streaming = True
         self.last_stats = []
         try:
+            if kwargs.get("copy_bias"):  # the copy bias copies text, not the prompt's markers
+                kwargs = {**kwargs, "copy_skip": sorted(getattr(self.tokenizer, "special_ids", {}).values())}
             first, st = dec.start(ids, stop_ids=self.eos_ids, **kwargs)
             self.last_prefill_s = dec.prefill_us / 1e6
             carry = list(first)
