@@ -1,9 +1,11 @@
 """Teacher-forced exact match of whole-file edits under the copy bias, for every bias at once
 (docs/decoding.md, "Copy bias"). One forward pass per task over prompt + reference rewrite gives
 the logits at every position; the copy bias's predictor (copy_index.py, the engine's rule in
-Python, over the prompt) gives the token it would boost there. With bias b, greedy decoding writes the reference
-exactly when, at every position of the rewrite and at its end, the reference token wins
-after b is added to the predicted token's logit, so one pass scores every b.
+Python, over the prompt) gives the token it would boost there. With bias b, greedy decoding writes
+the reference exactly when, at every position of the rewrite and at its end, the reference token
+wins after b is added to the predicted token's logit, so one pass scores every b. The pass is
+evaluate.py's teacher-forced one (`evaluate.py --forced --copy-biases` reports the same counts);
+this script prints them as a table per edit kind.
 
     python train/copy_bias.py --model app/strata/models/strata-tiny \\
         --tasks tasks.jsonl.gz --biases 0,1,1.5,2,2.5,3,4,8 [--out sweep.json]
@@ -17,7 +19,6 @@ import argparse
 import gzip
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +27,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
-import make_rows  # noqa: E402
-from copy_index import CopyIndex, special_ids  # noqa: E402
-from strata import prompts  # noqa: E402
+from copy_index import CopyIndex  # noqa: E402
 
 
 def rewrite_copies(ids: list[int], first: int, skip=()) -> list[int]:
@@ -52,20 +51,6 @@ def margins(logits: torch.Tensor, refs: torch.Tensor, copies: torch.Tensor) -> n
     return torch.stack([lt, (has & (c == refs)).to(lt.dtype), masked.max(-1).values, lc], 1).float().cpu().numpy()
 
 
-def task_margins(model, tokenizer, task) -> np.ndarray:
-    prompt = prompts.edit_prompt(task["filename"], task["original"], task["instruction"])
-    enc = tokenizer.encode(prompts.edit_example(task["filename"], task["original"], task["instruction"],
-                                                task["rewritten"]))
-    marks = make_rows.change_marks(enc.offsets, len(prompt), make_rows.changed_spans(task["original"], task["rewritten"]))
-    rows = np.nonzero(marks[1:] > 0)[0]  # logits[p] predicts ids[p + 1]
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([enc.ids[:-1]])).logits[0].float()
-    first = int(rows[0]) + 1  # the rewrite's first token; the prompt before it is the source
-    copies = rewrite_copies(enc.ids, first, special_ids(tokenizer))
-    idx = torch.from_numpy(rows)
-    return margins(logits[idx], torch.tensor(enc.ids)[idx + 1], torch.tensor(copies)[idx + 1 - first])
-
-
 def exact_under(m: np.ndarray, bias: float) -> bool:
     """Greedy with the copy bias writes the reference at every one of these positions (ties
     count as misses)."""
@@ -78,6 +63,7 @@ def main() -> None:
     from tokenizers import Tokenizer
     from transformers import Qwen3NextForCausalLM
 
+    import evaluate
     import train as T
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -97,16 +83,11 @@ def main() -> None:
     tokenizer = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     with gzip.open(args.tasks, "rt") as f:
         tasks = [json.loads(line) for line in f]
-    table = {b: {} for b in biases}
-    t0 = time.time()
-    for n, task in enumerate(tasks):
-        m = task_margins(model, tokenizer, task)
-        for b in biases:
-            k = table[b].setdefault(task["kind"], [0, 0])
-            k[0] += exact_under(m, b)
-            k[1] += 1
-        if (n + 1) % 20 == 0:
-            print(f"  {n + 1}/{len(tasks)} ({time.time() - t0:.0f}s)", flush=True)
+    # evaluate.py's teacher-forced pass, which scores each bias with margins() and exact_under()
+    res, _ = evaluate.eval_forced(model, tokenizer, tasks, "cpu", lambda msg: print(msg, flush=True),
+                                  copy_biases=biases)
+    table = {b: {k: [v.get("copy_exact", {}).get(str(b), 0), v["tasks"]] for k, v in res["per_kind"].items()}
+             for b in biases}
     kinds = sorted({t["kind"] for t in tasks})
     print("bias  exact  " + "  ".join(kinds))
     for b in biases:

@@ -226,10 +226,11 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None, copy_biase
     copy_biases: also count, per bias, the tasks greedy decoding gets exact under `strata edit`'s
     copy bias of that size (copy_bias.py; the row's `copy_exact` lists the biases it passes)."""
     import copy_bias
+    import copy_index
     import make_rows
 
     eos = tokenizer.token_to_id(prompts.ENDOFTEXT)
-    skip = copy_bias.special_ids(tokenizer)
+    skip = copy_index.special_ids(tokenizer)
     per_kind, rows, t0 = {}, [], time.time()
     sink = open(rows_path, "w", encoding="utf-8") if rows_path else None
     for n, t in enumerate(tasks):

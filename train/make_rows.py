@@ -204,7 +204,6 @@ def copy_tokens(ids: np.ndarray, marks: np.ndarray, skip=()) -> np.ndarray:
         seq = ids.tolist()
         pred = np.asarray(CopyIndex(seq[:first]).predictions(seq[:-1], first, skip), dtype=np.int64)
         out[first:] = np.where(pred >= 0, pred, NO_COPY)
-        out[:first] = NO_COPY
         out[marks == 0] = NO_COPY
     return out
 
@@ -235,9 +234,10 @@ def work(job):
     enc = lambda texts: [np.asarray(e.ids, dtype=np.uint16) for e in _TOK.encode_batch(texts)] if texts else []
     edit_enc = _TOK.encode_batch(edits) if edits else []
     edit_out = []
+    skip = special_ids(_TOK) if copies else ()
     for e, text, (r, sp) in zip(edit_enc, edits, spans):
         ids, marks = np.asarray(e.ids, dtype=np.uint16), change_marks(e.offsets, r, sp, after, text)
-        edit_out.append((ids, marks, copy_tokens(ids, marks, special_ids(_TOK)) if copies else None))
+        edit_out.append((ids, marks, copy_tokens(ids, marks, skip) if copies else None))
     return edit_out, enc(chats), enc(code), kinds
 
 

@@ -225,8 +225,9 @@ def unfinished_renames(old: str, new: str, instruction: str | None, python: bool
     """One line per rename the instruction asks for that the rewrite did not finish: the old name
     is still used (with the lines), or was never in the file. Empty when nothing was asked."""
     out = []
-    tree = parse_python(old) if python else None
-    for was, becomes in asked_renames(instruction):
+    renames = asked_renames(instruction)
+    tree = parse_python(old) if python and renames else None
+    for was, becomes in renames:
         # a method or an instance attribute of the file's own classes: `self.was` is a use of it
         own = tree is not None and _own_attribute(tree, was)
         before = _name_lines(old, was, python, own)
@@ -551,8 +552,9 @@ def _added_lines(said: str, whole: str, b: list[str], parsed) -> set[int]:
     if not names or ta is None or tb is None:
         return every
     had = collections.Counter(d.name for d in _definitions(ta))
-    now = collections.Counter(d.name for d in _definitions(tb))
-    lines = {i for d in _definitions(tb) if d.name in names and now[d.name] > had[d.name] for i in _span(d)}
+    defs = _definitions(tb)
+    now = collections.Counter(d.name for d in defs)
+    lines = {i for d in defs if d.name in names and now[d.name] > had[d.name] for i in _span(d)}
     lines |= {i for node in tb.body if isinstance(node, (ast.Import, ast.ImportFrom)) for i in _span(node)}
     return lines | _blank(b) | {j for j, line in enumerate(b, 1) if line.lstrip().startswith("#")}
 
