@@ -370,12 +370,14 @@ def test_interactive_commands_open_the_tui(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     f = tmp_path / "a.txt"
     f.write_text("x\n")
-    assert run(capsys, "chat", "-m", "fake", "--temperature", "0.5")[0] == 0
+    assert run(capsys, "chat", "-m", "fake", "--temperature", "0.5", "--copy-bias", "1.5")[0] == 0
     assert run(capsys, "edit", str(f), "-m", "fake", "-i", "go")[0] == 0
     assert run(capsys, "replay", str(DEMO / "chat-intro.jsonl"), "-m", "fake")[0] == 0
     modes = [kw["mode"] for _, kw in opened]
     assert modes == ["chat", "edit", "replay"]
     assert opened[0][1]["settings"].temperature == 0.5 and opened[0][1]["store"] is not None
+    assert opened[0][1]["settings"].copy_bias == 1.5
+    assert opened[1][1]["settings"].copy_bias is None  # the edit's own default decides
     assert opened[1][1]["edit_path"] == f and opened[1][1]["instruction"] == "go"
     assert opened[2][1]["replay"].recording.kind == "chat"
     # headless flags never open it

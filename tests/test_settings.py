@@ -95,3 +95,18 @@ def test_copy_bias_is_checked_and_older_records_ran_without_it():
     assert GenerationSettings.from_dict({"max_new": 5}).copy_bias == 0.0
     assert GenerationSettings.from_dict({"copy_bias": None}).copy_bias is None
     assert GenerationSettings.from_dict(GenerationSettings(copy_bias=1.5).to_dict()).copy_bias == 1.5
+
+
+def test_the_settings_strip_reads_the_copy_bias_and_keeps_the_modes_default_unset():
+    from strata.tui.widgets.settings_strip import parse_settings
+
+    base = GenerationSettings()
+    assert parse_settings(base, True, "auto", "0", "0", "1.5").copy_bias == 1.5
+    # the field shows the mode's default; left there, the setting stays the mode's (None)
+    assert parse_settings(base, True, "auto", "0", "0", "2", copy_default=2.0).copy_bias is None
+    assert parse_settings(base, True, "auto", "0", "0", "0", copy_default=2.0).copy_bias == 0.0
+    assert parse_settings(base.replace(copy_bias=1.0), True, "auto", "0", "0", "2", copy_default=2.0).copy_bias == 2.0
+    for bad in ("lots", "-1", "1e9"):
+        with pytest.raises(ValueError) as info:
+            parse_settings(base, True, "auto", "0", "0", bad)
+        assert str(info.value).startswith("copy bias"), info.value

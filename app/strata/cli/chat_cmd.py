@@ -9,7 +9,7 @@ import typer
 
 from .. import diagnostics
 from . import app, common
-from .common import (CheckpointsOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, ModelOpt, NoSaveOpt,
+from .common import (CheckpointsOpt, CopyBiasOpt, DraftOpt, JsonOpt, MaxDraftOpt, MaxNewOpt, ModelOpt, NoSaveOpt,
                      SeedOpt, TempOpt, ThreadsOpt)
 from .options import BackendOpt, EvictionOpt, ExpertCacheOpt, IoModeOpt, ReadaheadOpt, RoutingOpt, StreamOptions
 from ..errors import UsageError
@@ -38,7 +38,7 @@ def _main(ctx: typer.Context,
         os.environ["STRATA_DEBUG"] = "1"
     if ctx.invoked_subcommand is None:
         chat(model=model, session=None, message=None, system=None, no_input=False, draft=None,
-             temperature=None, seed=None, max_new=None, max_draft=None, no_save=False,
+             temperature=None, seed=None, max_new=None, max_draft=None, copy_bias=None, no_save=False,
              checkpoints=None, threads=None, expert_cache=None, io_mode=None, eviction=None,
              readahead=None, routing=None, backend=None, as_json=False)
     elif model is not None:
@@ -54,7 +54,7 @@ def chat(
     no_input: bool = typer.Option(False, "--no-input", help="Never open the TUI; read the message from stdin."),
     draft: Optional[str] = DraftOpt, temperature: Optional[float] = TempOpt, seed: Optional[int] = SeedOpt,
     max_new: Optional[int] = MaxNewOpt, max_draft: Optional[int] = MaxDraftOpt,
-    no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt,
+    copy_bias: Optional[float] = CopyBiasOpt, no_save: bool = NoSaveOpt, checkpoints: Optional[int] = CheckpointsOpt,
     threads: Optional[int] = ThreadsOpt, expert_cache: Optional[str] = ExpertCacheOpt,
     io_mode: Optional[str] = IoModeOpt, eviction: Optional[str] = EvictionOpt,
     readahead: Optional[bool] = ReadaheadOpt, routing: Optional[str] = RoutingOpt,
@@ -71,7 +71,7 @@ def chat(
     if session and store is not None:
         base = GenerationSettings.from_dict(store.get_session(session).settings)
     settings = common.settings(base, draft=draft, temperature=temperature, seed=seed, max_new=max_new,
-                         max_draft=max_draft)
+                         max_draft=max_draft, copy_bias=copy_bias)
     if not message and common.interactive(no_input):
         gen = common.generator(model, threads, stream_opts)
         raise typer.Exit(common.launch_tui(gen, mode="chat", settings=settings, store=store, session_id=session))

@@ -240,4 +240,4 @@ class ChatScreen(EngineScreen):
 
 def _settings_line(s) -> str:
     draft = "off" if s.draft == "none" else f"on (max {s.max_draft if s.max_draft is not None else 'auto'})"
-    return f"drafting {draft}, temperature {s.temperature:g}, seed {s.seed}"
+    return f"drafting {draft}, temperature {s.temperature:g}, seed {s.seed}, copy bias {s.copy_bias or 0:g}"

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Header, Input, Static
 from rich.markup import escape
 from rich.text import Text
 
-from ...edit import EditSession
+from ...edit import EDIT_COPY_BIAS, EditSession
 from ...filesafety import display_name
 from ..keymap import REVIEW_KEYS, bindings
 from ..messages import GenerationFinished, SettingsChanged, StatusNote
@@ -63,7 +63,8 @@ class EditScreen(EngineScreen):
                 yield DiffView(id="diff")
                 yield Input(placeholder="Instruction: what should change? (Enter to rewrite)",
                             id="instruction", tooltip="The instruction for the next rewrite")
-                yield SettingsStrip(self.app.settings, id="settings")  # type: ignore[attr-defined]
+                yield SettingsStrip(self.app.settings, copy_default=EDIT_COPY_BIAS,  # type: ignore[attr-defined]
+                                    id="settings")
             yield PanelsColumn(self.app.telemetry)  # type: ignore[attr-defined]
         yield Static("reading the file\u2026", id="status")
         yield Footer()

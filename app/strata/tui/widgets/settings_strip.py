@@ -1,5 +1,5 @@
-"""Settings strip: drafting on/off, max draft, temperature and seed, changeable while the app
-runs. Valid edits post `SettingsChanged`; the next generation uses them."""
+"""Settings strip: drafting on/off, max draft, temperature, seed and copy bias, changeable while
+the app runs. Valid edits post `SettingsChanged`; the next generation uses them."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,9 +12,10 @@ from ...settings import GenerationSettings, SettingsError, engine_limits
 from ..messages import SettingsChanged
 
 def parse_settings(base: GenerationSettings, drafting: bool, max_draft: str, temperature: str,
-                   seed: str) -> GenerationSettings:
+                   seed: str, copy_bias: str | None = None, copy_default: float = 0.0) -> GenerationSettings:
     """New settings from the strip's fields; ValueError names the field that is wrong. The
-    ranges are GenerationSettings' own (the same as the command line's)."""
+    ranges are GenerationSettings' own (the same as the command line's). A copy bias equal to
+    the mode's default (`copy_default`) keeps an unset one unset, so the mode decides it."""
     md = max_draft.strip().lower()
     if md in ("", "auto"):
         max_draft_value = None
@@ -31,8 +32,17 @@ def parse_settings(base: GenerationSettings, drafting: bool, max_draft: str, tem
         seed_value = int(seed)
     except ValueError:
         raise ValueError(f"seed must be a whole number, not {seed!r}") from None
+    bias = None
+    if copy_bias is not None:
+        try:
+            bias = float(copy_bias)
+        except ValueError:
+            raise ValueError(f"copy bias must be a number, not {copy_bias!r}") from None
+        if base.copy_bias is None and bias == copy_default:
+            bias = None
     try:
-        new = base.replace(draft="suffix" if drafting else "none", temperature=temp, seed=seed_value)
+        new = base.replace(draft="suffix" if drafting else "none", temperature=temp, seed=seed_value,
+                           copy_bias=bias)
         return dataclasses.replace(new, max_draft=max_draft_value)
     except SettingsError as exc:
         # the strip labels its fields in words: "max draft", not "--max-draft"
@@ -49,10 +59,14 @@ class SettingsStrip(Horizontal):
     SettingsStrip Input.-invalid { color: $error; text-style: bold reverse; }
     """
 
-    def __init__(self, settings: GenerationSettings, *, id: str | None = None) -> None:
+    def __init__(self, settings: GenerationSettings, *, copy_default: float = 0.0, id: str | None = None) -> None:
         super().__init__(id=id)
         self.settings = settings
+        self.copy_default = copy_default  # the copy bias an unset setting means in this mode
         self.error: str | None = None
+
+    def _copy_text(self, s: GenerationSettings) -> str:
+        return f"{self.copy_default if s.copy_bias is None else s.copy_bias:g}"
 
     def compose(self) -> ComposeResult:
         s = self.settings
@@ -67,15 +81,19 @@ class SettingsStrip(Horizontal):
                     tooltip="Sampling temperature; 0 = greedy")
         yield Label("seed")
         yield Input(str(s.seed), id="seed", compact=True, tooltip="Sampling seed (sampled output is reproducible)")
+        yield Label("copy")
+        yield Input(self._copy_text(s), id="copy-bias", compact=True,
+                    tooltip="Copy bias: added to the logit of the token that goes on copying the "
+                            "session's text (0 = off)")
 
     def _read(self) -> None:
-        fields = {"max-draft": "", "temperature": "", "seed": ""}
+        fields = {"max-draft": "", "temperature": "", "seed": "", "copy-bias": ""}
         for name in fields:
             fields[name] = self.query_one(f"#{name}", Input).value
         drafting = self.query_one("#drafting", Switch).value
         try:
-            new = parse_settings(self.settings, drafting, fields["max-draft"],
-                                 fields["temperature"], fields["seed"])
+            new = parse_settings(self.settings, drafting, fields["max-draft"], fields["temperature"],
+                                 fields["seed"], fields["copy-bias"], self.copy_default)
         except ValueError as exc:
             self.error = str(exc)
             for name in fields:
@@ -104,3 +122,4 @@ class SettingsStrip(Horizontal):
         self.query_one("#max-draft", Input).value = "auto" if settings.max_draft is None else str(settings.max_draft)
         self.query_one("#temperature", Input).value = f"{settings.temperature:g}"
         self.query_one("#seed", Input).value = str(settings.seed)
+        self.query_one("#copy-bias", Input).value = self._copy_text(settings)
