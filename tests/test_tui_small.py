@@ -30,9 +30,9 @@ def visible(widget, size=SMALL) -> bool:
     return r.width > 0 and r.height > 0 and r.x >= 0 and r.y >= 0 and r.right <= size[0] and r.bottom <= size[1]
 
 
-def _settings_fit(screen, width=SMALL[0]):
+def _settings_fit(screen, width=SMALL[0], size=SMALL):
     for w in screen.query("SettingsStrip Input, SettingsStrip Switch"):
-        assert visible(w), (w.id, w.region)
+        assert visible(w, size), (w.id, w.region)
         assert w.region.right <= width
 
 
@@ -104,6 +104,19 @@ async def test_edit_at_80x24_with_focus_after_zoom(tmp_path):
         await pilot.press("a")
         await settle(app, pilot)
         assert target.read_text() == SOURCE.replace("x + 1", "x * 2")
+
+
+@pytest.mark.parametrize("mode", ["chat", "edit"])
+@asynctest
+async def test_the_settings_strip_fits_beside_the_panels_at_120_columns(tmp_path, mode):
+    target = tmp_path / "calc.py"
+    target.write_text(SOURCE)
+    app = StrataApp(fake(), mode=mode, edit_path=target if mode == "edit" else None)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        left = app.screen.query_one("#left")
+        assert left.region.right < 120  # the panels are shown beside it
+        _settings_fit(app.screen, width=left.region.right, size=(120, 36))
 
 
 @asynctest

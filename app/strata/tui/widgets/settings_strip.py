@@ -52,8 +52,8 @@ def parse_settings(base: GenerationSettings, drafting: bool, max_draft: str, tem
 class SettingsStrip(Horizontal):
     DEFAULT_CSS = """
     SettingsStrip { height: 1; margin: 1 1 0 1; }
-    SettingsStrip Label { padding: 0 1 0 2; color: $text-muted; }
-    SettingsStrip Input { width: 8; }
+    SettingsStrip Label { padding: 0 1 0 1; color: $text-muted; }
+    SettingsStrip Input { width: 6; }
     SettingsStrip Switch { border: none; height: 1; padding: 0; }
     SettingsStrip Switch:focus { border: none; background-tint: $foreground 10%; }
     SettingsStrip Input.-invalid { color: $error; text-style: bold reverse; }
