@@ -343,13 +343,13 @@ def test_producers_fold_by_default_for_the_k_quants_only(ggufs, mix, folds, monk
             e.commit(keep)
 
 
-@pytest.mark.parametrize("norm_wg", ["", "256"], ids=["norm-wg-64", "norm-wg-256"])
+@pytest.mark.parametrize("norm_wg", ["", "64"], ids=["norm-wg-256", "norm-wg-64"])
 @pytest.mark.parametrize("mix", ["Q4_K_M", "Q8_0"])
 def test_producers_quantize_wide_rows_as_quantize_rows_does(tmp_path, mix, norm_wg, monkeypatch):
     """Rows of 2048 (hidden) and 512 (expert width) values: the producers map 32 or 8 values to a
     thread (a whole 32-value sum in one thread, or a tree over threads), unlike quantize_rows'
-    4 or 1; the logits still equal the unfolded path's bit for bit, also with the hidden-size
-    norms in workgroups of 256 (STRATA_WEBGPU_NORM_WG), which both paths then take."""
+    4 or 1; the logits still equal the unfolded path's bit for bit, with the hidden-size norms in
+    workgroups of 256 (the default) or 64 (STRATA_WEBGPU_NORM_WG), which both paths then take."""
     if norm_wg:
         monkeypatch.setenv("STRATA_WEBGPU_NORM_WG", norm_wg)
     kw = dict(hidden_size=2048, head_dim=64, num_hidden_layers=2, num_experts=4, moe_intermediate_size=512,

@@ -513,11 +513,13 @@ def wide_model(tmp_path_factory):
                               hidden_size=1024, num_hidden_layers=2)
 
 
-def test_wide_norm_workgroups_keep_windows_exact(wide_model, monkeypatch):
-    # STRATA_WEBGPU_NORM_WG=256 (an A/B for the GPU): the hidden-size norms in workgroups of 256;
+@pytest.mark.parametrize("norm_wg", ["", "64", "1024"], ids=["default-256", "64", "1024"])
+def test_wide_norm_workgroups_keep_windows_exact(wide_model, monkeypatch, norm_wg):
+    # the hidden-size norms in workgroups of 256 (the default) or STRATA_WEBGPU_NORM_WG's size:
     # window rows still equal serial decoding bit for bit, every fold gives the unfolded bits,
     # and the setting takes effect (another reduction order than 64's)
-    monkeypatch.setenv("STRATA_WEBGPU_NORM_WG", "256")
+    if norm_wg:
+        monkeypatch.setenv("STRATA_WEBGPU_NORM_WG", norm_wg)
     serial, windowed = prefilled(PROMPT, gpu(wide_model), gpu(wide_model))
     assert_windows_equal_serial(serial, windowed, WINDOWS)
     folded, apart = prefilled(PROMPT, gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_FOLD", "1"), gpu(wide_model))
@@ -525,10 +527,17 @@ def test_wide_norm_workgroups_keep_windows_exact(wide_model, monkeypatch):
         np.testing.assert_array_equal(folded.run(window), apart.run(window), err_msg=f"window {window}")
         folded.commit(keep)
         apart.commit(keep)
-    monkeypatch.delenv("STRATA_WEBGPU_NORM_WG")
-    narrow, wide = prefilled(PROMPT, gpu(wide_model), gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_NORM_WG", "256"))
+    monkeypatch.delenv("STRATA_WEBGPU_NORM_WG", raising=False)
+    if norm_wg == "64":
+        return
+    narrow, wide = prefilled(PROMPT, gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_NORM_WG", "64"),
+                             gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_NORM_WG", norm_wg or "256"))
     a, b = np.array(narrow.run([5, 6, 7])), np.array(wide.run([5, 6, 7]))
     assert not np.array_equal(a, b) and np.allclose(a, b, rtol=1e-3, atol=1e-3)
+    if not norm_wg:  # unset is 256
+        default, explicit = prefilled(PROMPT, gpu(wide_model),
+                                      gpu_with_env(monkeypatch, wide_model, "STRATA_WEBGPU_NORM_WG", "256"))
+        np.testing.assert_array_equal(np.array(default.run([5, 6, 7])), np.array(explicit.run([5, 6, 7])))
 
 
 @pytest.mark.parametrize("value", ["32", "100", "2048", "wide"])

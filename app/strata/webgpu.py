@@ -132,7 +132,7 @@ def backend_config() -> tuple[str, str, str]:
         raise UsageError(f"STRATA_WEBGPU_EARLY_FIRST={early!r}: use a whole number of dispatches from 1 to 4096 (unset: 48)")
     norm_wg = os.environ.get("STRATA_WEBGPU_NORM_WG")
     if norm_wg and norm_wg not in ("64", "128", "256", "512", "1024"):
-        raise UsageError(f"STRATA_WEBGPU_NORM_WG={norm_wg!r}: use 64, 128, 256, 512 or 1024 (unset: 64)")
+        raise UsageError(f"STRATA_WEBGPU_NORM_WG={norm_wg!r}: use 64, 128, 256, 512 or 1024 (unset: 256)")
     repeat = os.environ.get("STRATA_WEBGPU_REPEAT")
     if repeat and not all(re.fullmatch(r"[a-z0-9_]+(:([2-9]|[1-5][0-9]|6[0-4]))?", item) for item in repeat.split(",")):
         raise UsageError(f"STRATA_WEBGPU_REPEAT={repeat!r}: use a comma list of kernel entry points, each with an "

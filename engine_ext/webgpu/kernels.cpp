@@ -172,7 +172,8 @@ Kernels::Kernels(Device& device) : device_(device) {
             if (v == std::to_string(c)) n = c;
         if (!n || n > have)
             throw std::invalid_argument("STRATA_WEBGPU_NORM_WG='" + v + "': use 64, 128, 256, 512 or 1024, at most " +
-                                        std::to_string(have) + " on this adapter (unset: 64)");
+                                        std::to_string(have) + " on this adapter (unset: " +
+                                        std::to_string(kNormWorkgroup) + ")");
         norm_wg_ = n;
     }
 }

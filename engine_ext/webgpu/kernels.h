@@ -48,11 +48,13 @@ public:
     static constexpr uint32_t kGdnColumns = 16;  // state columns (threads) per gdn_window workgroup
     static constexpr uint32_t kGdnParts = 8;     // gdn_step: threads per state column
     // Norm rows at least this wide (the hidden size, not a head) take the norm workgroup size
-    // (STRATA_WEBGPU_NORM_WG, default kWorkgroup): one workgroup per row, so a 2048 row is 32
-    // values a thread at 64. The size depends on the row's width only, never on T, and every
+    // (STRATA_WEBGPU_NORM_WG, default kNormWorkgroup): one workgroup per row, so a 2048 row is 32
+    // values a thread at 64 and 8 at 256 (the NVIDIA A/B of 2026-12-05: 256 and 1024 decoded
+    // faster than 64; 256 is within WebGPU's default limits, so every adapter has it). The size depends on the row's width only, never on T, and every
     // kernel of the norm family (norm, norm_quant, moe_norm, norm_rotary) takes it by the same
     // rule, so folded and unfolded paths keep the same bits.
     static constexpr uint32_t kNormWideRow = 1024;
+    static constexpr uint32_t kNormWorkgroup = 256;
 
     // The half-precision matmuls' row loop (STRATA_WEBGPU_XLOAD): lanes (default,
     // matmul_rows_lanes.wgsl): 4 weight rows per workgroup, 16 threads per row, x from storage;
@@ -244,7 +246,7 @@ private:
     const Pipeline& pipeline(const std::string& file, const std::string& entry, ShaderDefines extra = {});
     // `extra` with the workgroup size of a norm-family kernel over rows of D values (kNormWideRow)
     ShaderDefines norm_defines(uint32_t D, ShaderDefines extra = {}) const;
-    uint32_t norm_wg_ = kWorkgroup;
+    uint32_t norm_wg_ = kNormWorkgroup;
     // pipeline()'s answers by a hash of its arguments: a dispatch finds its pipeline without the
     // added defines and the device's key string being built again
     struct Known {
