@@ -1003,3 +1003,55 @@ def test_deleting_something_next_to_a_definition_is_no_deletion_of_it():
     for said in ("delete the comment above f", "remove the print in `f`", "Could you drop the blank line after f?"):
         assert undone_deletions(old, new, said) == [], said
         assert not any("still defines" in w for w in rewrite_warnings("a.py", old, new, said)), said
+
+
+WALKS = '''import networkx as nx
+
+
+def number_of_walks(G, walk_length):
+    """Count the walks."""
+    return {n: walk_length for n in G}
+'''
+
+
+def test_a_new_definition_with_other_parameters_than_the_instruction_spells_is_refused():
+    # v8 on a held-out multi edit: the old function renamed, with its old parameters, and the asked
+    # one appended after it (two definitions of make_text); --yes wrote it before this check
+    from strata.editscope import mismatched_signatures
+
+    said = "1) get rid of number_of_walks 2) append a function make_text(depth) that returns the keys of the dict depth"
+    asked = "\n\ndef make_text(depth):\n    return list(depth)\n"
+    right = WALKS.split("\n\ndef number_of_walks")[0] + "\n" + asked
+    renamed = WALKS.replace("number_of_walks", "make_text")
+    assert mismatched_signatures(WALKS, right, said) == []
+    assert mismatched_signatures(WALKS, renamed, said) == [
+        "the rewrite defines make_text(G, walk_length), the instruction asks for make_text(depth)"]
+    assert mismatched_signatures(WALKS, renamed + asked, said) == [
+        "the rewrite defines make_text(G, walk_length) and make_text(depth), the instruction asks for make_text(depth)"]
+    assert any("make_text(G, walk_length)" in w for w in rewrite_warnings("walks.py", WALKS, renamed + asked, said))
+    assert not any("instruction asks for" in w for w in rewrite_warnings("walks.py", WALKS, right, said))
+
+
+@pytest.mark.parametrize("said, new", [
+    ("add `area(r: float = 1.0)`", "def area(r: float = 1.0) -> float:\n    return r\n"),
+    ("add a method area(r) to a new class B", "class B:\n    def area(self, r):\n        return r\n"),
+    ("add f(*args, **kw) please", "def f(*args, **kw):\n    return 1\n"),
+    ("add f(x) that calls number_of_walks(G, 3)", "def f(x):\n    return number_of_walks(x, 3)\n"),
+    ("add a function g that returns len(x)", "def g(x):\n    return len(x)\n"),
+])
+def test_spelled_signatures_that_match_and_calls_of_existing_names_pass(said, new):
+    from strata.editscope import mismatched_signatures
+
+    assert mismatched_signatures(WALKS, WALKS + "\n\n" + new, said) == []
+
+
+def test_a_spelled_signature_is_checked_for_every_parameter_form():
+    from strata.editscope import mismatched_signatures
+
+    new = WALKS + "\n\ndef f(x):\n    return 1\n"
+    assert mismatched_signatures(WALKS, new, "add f() that returns 1") == [
+        "the rewrite defines f(x), the instruction asks for f()"]
+    assert mismatched_signatures(WALKS, new, "add `f(x, y)`") == [
+        "the rewrite defines f(x), the instruction asks for f(x, y)"]
+    assert mismatched_signatures(WALKS, new, "add `f(y)`") == [
+        "the rewrite defines f(x), the instruction asks for f(y)"]

@@ -379,6 +379,52 @@ def undone_deletions(old: str, new: str, instruction: str | None) -> list[str]:
     return out
 
 
+# a signature the instruction spells: `name(a, b=1, *rest)`, parameters as plain names, maybe
+# with an annotation or a default ("make_text(depth)", "`area(r: float)`", "f()")
+_PARAM = r"\s*(?:\*{0,2}[A-Za-z_]\w*(?:\s*:\s*[\w.\[\], ]+?)?(?:\s*=\s*[^,()]+)?)\s*"
+_SIGNATURE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*)\(((?:{_PARAM}(?:,{_PARAM})*)?,?\s*)\)")
+
+
+def _param_names(text: str) -> list[str]:
+    return [re.match(r"\*{0,2}([A-Za-z_]\w*)", p.strip()).group(1) for p in text.split(",") if p.strip()]
+
+
+def mismatched_signatures(old: str, new: str, instruction: str | None) -> list[str]:
+    """One line per definition that the rewrite adds (a name the original does not define) whose
+    parameters are not the ones the instruction spells for it: "append a function
+    make_text(depth)" answered with `def make_text(G, walk_length)`, or with that and a second
+    `def make_text(depth)`. A method's self or cls may go unsaid; names that the original already
+    defines (a call written in an instruction) are never checked."""
+    if not instruction or "(" not in instruction:
+        return []
+    tree_a, tree_b = parse_python(old), parse_python(new)
+    if tree_a is None or tree_b is None:
+        return []
+    had = {d.name for d in _definitions(tree_a)}
+    added = {}
+    for d in _definitions(tree_b):
+        if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.name not in had:
+            added.setdefault(d.name, []).append(d)
+    out: list[str] = []
+    for m in _SIGNATURE.finditer(instruction):
+        name, asked = m.group(1), _param_names(m.group(2))
+        if name not in added:
+            continue
+        shapes = []
+        for d in added.pop(name):
+            a = d.args
+            names = [x.arg for x in a.posonlyargs + a.args]
+            names += [f"{a.vararg.arg}"] if a.vararg else []
+            names += [x.arg for x in a.kwonlyargs]
+            names += [f"{a.kwarg.arg}"] if a.kwarg else []
+            shapes.append(names)
+        wrong = [s for s in shapes if not (s == asked or (s[:1] in (["self"], ["cls"]) and s[1:] == asked))]
+        if wrong:  # every new definition of the name: a second one with other parameters shadows or is shadowed
+            got = " and ".join(f"{name}({', '.join(s)})" for s in shapes)
+            out.append(f"the rewrite defines {got}, the instruction asks for {m.group(0).strip()}")
+    return out
+
+
 def deleted_definition_lines(old: str, instruction: str | None) -> set[int]:
     """The lines (1-based) of the definitions and top-level imports of `old` that the instruction
     asks to delete: it has a delete verb and names them (whole words, maybe in backticks). Empty
