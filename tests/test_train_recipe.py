@@ -381,6 +381,37 @@ def test_rename_reaches_strings_and_comments_unless_the_name_is_a_plain_word():
     assert f'__all__ = ["parse_header", "{new}"]' in out and "class Reader" not in out
 
 
+FOREIGN_ATTRIBUTE_MODULE = '''def render(lines, line_style, max_width):
+    out = []
+    for line in lines:
+        chosen = line_style if line_style == line.next_style else line.line_style
+        out.append((line, chosen, max_width))
+    return out
+
+
+class Box:
+    def __init__(self, box_width):
+        self.box_width = box_width
+
+    def grow(self, options):
+        return self.box_width + options.max_width
+'''
+
+
+def test_rename_skips_names_that_the_file_reads_as_another_objects_attribute():
+    """v9: `line_style` is a parameter here and `line.line_style` another object's attribute, so
+    "rename line_style everywhere" is ambiguous and never asked (nor `max_width`, read as
+    `options.max_width`); `box_width`, read as `self.box_width` only, is."""
+    toks = file_tasks.tokens_of(FOREIGN_ATTRIBUTE_MODULE)
+    tree = ast.parse(FOREIGN_ATTRIBUTE_MODULE)
+    picked = set()
+    for seed in range(120):
+        spec, out = file_tasks.rename(FOREIGN_ATTRIBUTE_MODULE, tree, toks, random.Random(seed))
+        picked.add(spec["old"])
+        assert re.search(r"\.line_style\b", out) and re.search(r"\.max_width\b", out)
+    assert not picked & {"line_style", "max_width"} and {"box_width", "render", "Box"} <= picked
+
+
 SIZES = (10, 50, 30, 7, 33, 20)
 
 

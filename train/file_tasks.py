@@ -192,9 +192,20 @@ def sort_imports(text, tree, toks, rng):
 _PLAIN_WORD = re.compile(r"[a-z]+")
 
 
+# v9: nor is a name that the file also reads as an attribute of another object (`line.style`
+# where `style` is a parameter here; `options.max_width`): whether "rename style everywhere"
+# reaches another class's attribute is ambiguous, and renaming it changes what the code reads.
+# v8's renames did; strata's edit guard does not ask it, and 2 of v8's 3 wrong files written
+# by `strata edit --yes` were the model leaving such an attribute alone. `self.x` and `cls.x`
+# are this file's own and do not count.
+def _foreign_attributes(tree) -> set[str]:
+    return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))}
+
+
 def rename(text, tree, toks, rng, vocab=()):
     names = [t.string for t in toks if t.type == tokenize.NAME]
-    taken = set(names)
+    taken = set(names) | set(re.findall(r"[A-Za-z_]\w*", text))  # a new name is no word of the file, prose included
     defined = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -204,8 +215,9 @@ def rename(text, tree, toks, rng, vocab=()):
             defined.append((node.name, "class"))
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             defined.append((node.id, "variable"))
+    foreign = _foreign_attributes(tree)
     cands = sorted({(n, k) for n, k in defined if len(n) >= 3 and n not in ("self", "cls")
-                    and not (n.startswith("__") and n.endswith("__"))})
+                    and not (n.startswith("__") and n.endswith("__")) and n not in foreign})
     # functions and classes are what people rename most; weight them up
     cands.sort(key=lambda nk: -rng.random() ** (1 / (3.0 if nk[1] in ("function", "class") else 1.0)))
     for old, what in cands[:8]:
