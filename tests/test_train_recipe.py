@@ -803,3 +803,24 @@ def test_train_reads_the_copies_and_adds_the_bias_before_the_loss(tmp_path):
     for i, j in ((0, 0), (0, 2), (0, 3)):
         want[i, j, copies[i, j]] += 2.0
     assert torch.equal(got, want)
+
+
+def test_copy_misses_classes_the_first_miss_under_the_copy_bias():
+    """copy_misses.py --copy-bias: rows are copy_bias.margins()' (reference logit, copy token is
+    the reference, best other logit, copy token's logit)."""
+    torch = pytest.importorskip("torch")  # copy_misses imports it at the top
+    import copy_misses
+
+    inf = float("inf")
+    rows = lambda *r: np.array(r, dtype=np.float64)  # noqa: E731
+    # the reference wins every row: 5 + 2 over 4, then 3 over the other 1 and the copy's 0 + 2
+    assert copy_misses.first_miss_class(rows([5, 1, 4, 5], [3, 0, 1, 0]), 2) is None
+    # the copy is right and the model beats it by more than the bias
+    assert copy_misses.first_miss_class(rows([1, 1, 4, 1]), 2)[1:] == ("model overrides the copy", 1.0)
+    # the model had the change right (3 over 2 and 1), the bias put the copy (2 + 2) above it
+    assert copy_misses.first_miss_class(rows([9, 1, 0, 9], [3, 0, 2, 2]), 2) == (1, "bias pulls off a change", 1.0)
+    # the copy is wrong and the model prefers it anyway
+    assert copy_misses.first_miss_class(rows([1, 0, 0, 3]), 2)[1] == "model follows a wrong copy"
+    # no copy token, another token wins
+    assert copy_misses.first_miss_class(rows([1, 0, 3, -inf]), 2)[1] == "model's own error"
+    assert copy_misses.misses(rows([5, 1, 4, 5], [3, 0, 2, 2], [1, 0, 3, -inf]), 2) == [1, 2]

@@ -7,6 +7,13 @@ train/README.md).
 
     PYTHONPATH=app python train/copy_misses.py --model app/strata/models/strata-tiny \
         --tasks tasks.jsonl.gz --kinds unchanged,delete_function --per-kind 6
+
+With --copy-bias B, a position is wrong when greedy decoding under `strata edit`'s copy bias of
+B misses it (copy_bias.py's rule), and each task's first miss is put in one of four classes:
+the copy token is right and the model beats it by more than B ("model overrides the copy");
+the copy token is wrong, the model had the right token first and the bias pulled it off ("bias
+pulls off a change"); the copy token is wrong and the model prefers it anyway ("model follows a
+wrong copy"); anything else ("model's own error"). A summary line counts them.
 """
 from __future__ import annotations
 
@@ -22,8 +29,44 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "app"))
 
+import copy_bias  # noqa: E402
+import copy_index  # noqa: E402
 import make_rows  # noqa: E402
 from strata import prompts  # noqa: E402
+
+
+def _scores(m, bias: float):
+    """copy_bias.margins() rows -> (the reference's score, the best other score, the copy token's
+    score) under the bias; a row is missed where the first is not above the second."""
+    import numpy as np
+
+    copy = m[:, 3] + bias
+    return m[:, 0] + bias * m[:, 1], np.maximum(m[:, 2], np.where(m[:, 1] > 0, -np.inf, copy)), copy
+
+
+def misses(m, bias: float) -> list[int]:
+    """The rows of copy_bias.margins() that greedy decoding under the bias gets wrong."""
+    ref, rival, _ = _scores(m, bias)
+    return [i for i in range(len(m)) if ref[i] <= rival[i]]
+
+
+def first_miss_class(m, bias: float) -> tuple[int, str, float] | None:
+    """copy_bias.margins() rows of a rewrite -> (row, class, how far the reference is behind) of
+    its first miss under the bias, None when greedy gets every row."""
+    import numpy as np
+
+    ref, rival, copy = _scores(m, bias)
+    bad = misses(m, bias)
+    if not bad:
+        return None
+    i = bad[0]
+    if m[i, 1] > 0:
+        return i, "model overrides the copy", float(m[i, 2] - ref[i])
+    if m[i, 0] > max(m[i, 2], m[i, 3]):
+        return i, "bias pulls off a change", float(copy[i] - m[i, 0])
+    if np.isfinite(m[i, 3]) and m[i, 3] > m[i, 0]:
+        return i, "model follows a wrong copy", float(rival[i] - m[i, 0])
+    return i, "model's own error", float(rival[i] - m[i, 0])
 
 
 def main() -> None:
@@ -33,14 +76,18 @@ def main() -> None:
     ap.add_argument("--kinds", default="unchanged", help="comma list of edit kinds")
     ap.add_argument("--per-kind", type=int, default=6)
     ap.add_argument("--show", type=int, default=4, help="wrong positions shown per task")
+    ap.add_argument("--copy-bias", type=float, default=0.0,
+                    help="judge greedy decoding under strata edit's copy bias of this size and class each task's first miss")
     args = ap.parse_args()
+    import collections
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(1)
     tok = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
-    kinds, seen = args.kinds.split(","), {}
+    kinds, seen, classes = args.kinds.split(","), {}, collections.Counter()
+    skip = copy_index.special_ids(tok)
     with gzip.open(args.tasks, "rt", encoding="utf-8") as f:
         tasks = [json.loads(line) for line in f]
     for t in tasks:
@@ -58,13 +105,25 @@ def main() -> None:
         m = torch.from_numpy(marks[1:].astype("int64"))
         wrong = torch.nonzero((m > 0) & (pred != ids[0, 1:])).flatten().tolist()
         start = int(torch.nonzero(m > 0)[0])
-        print(f"== {t['kind']} {t['path']} {t['instruction']!r}: {int((m > 0).sum())} rewrite tokens, {len(wrong)} wrong")
+        note = ""
+        if args.copy_bias:
+            at = torch.nonzero(m > 0)[:, 0]
+            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start + 1, skip))[at - start]
+            margins = copy_bias.margins(logits[at], ids[0, 1:][at], copies)
+            first = first_miss_class(margins, args.copy_bias)
+            wrong = [int(at[i]) for i in misses(margins, args.copy_bias)]
+            classes[first[1] if first else "exact"] += 1
+            if first:
+                note = f"; first miss: {first[1]} (behind by {first[2]:.2f}), copy token {tok.decode([int(copies[first[0]])]) if copies[first[0]] >= 0 else None!r}"
+        print(f"== {t['kind']} {t['path']} {t['instruction']!r}: {int((m > 0).sum())} rewrite tokens, {len(wrong)} wrong{note}")
         for w in wrong[:args.show]:
             want, got = enc.ids[w + 1], int(pred[w])
             before = tok.decode(enc.ids[max(start + 1, w - 15):w + 1])[-60:]
             kind = "changed" if m[w] == 2 else "copied"
             print(f"   @{w - start} {kind}: {before!r} -> want {tok.decode([want])!r} ({probs[w, want]:.2f}),"
                   f" got {tok.decode([got])!r} ({probs[w, got]:.2f})")
+    if args.copy_bias:
+        print(f"first misses at copy bias {args.copy_bias:g}: " + ", ".join(f"{k} {v}" for k, v in classes.most_common()))
 
 
 if __name__ == "__main__":
