@@ -196,6 +196,21 @@ def test_edit_yes_refused_still_prints_the_diff(capsys, tmp_path):
     data = json.loads(out)
     assert code == ExitCode.EDIT and err.count("\n") == 1 and "not valid Python" in data["refused"]
     assert not data["written"] and "+b = (" in data["diff"] and f.read_text() == "a = 1\nb = 2\n"
+def test_a_rewrite_that_changes_nothing_shows_as_unchanged_not_proposed(capsys, tmp_path):
+    # headless, nothing is accepted or rejected when the rewrite is the file itself; the store
+    # keeps it as proposed, and `sessions show` says what it is
+    f = tmp_path / "code.py"
+    f.write_text("a = 1\nb = 2\n")
+    code, _, err = run(capsys, "edit", str(f), "-m", "fake", "-i", "replace a = 1 with a = 1", "--yes")
+    assert code == 0 and "changes nothing" in err
+    sid = json.loads(run(capsys, "sessions", "list", "--json")[1])[0]["id"]
+    code, out, _ = run(capsys, "sessions", "show", sid, "--json")
+    data = json.loads(out)
+    assert [t["edit"] for t in data["turns"]] == ["unchanged"] and [e["status"] for e in data["edits"]] == ["unchanged"]
+    code, out, _ = run(capsys, "sessions", "show", sid)
+    assert "edits: 1 unchanged" in out and ", unchanged)" in out and "proposed" not in out
+
+
 def test_replay_compare(capsys):
     demo = str(DEMO / "chat-intro.jsonl")
     code, out, err = run(capsys, "replay", demo, "-m", "fake", "--compare", "--draft", "none")

@@ -98,8 +98,11 @@ def stored_edit_file(store: SessionStore, session_id: str) -> Path:
 
 
 def edit_statuses(store: SessionStore, session_id: str) -> dict[int, str]:
-    """What became of each round's rewrite: turn index -> proposed/accepted/rejected/undone."""
-    return {e.turn_idx: e.status for e in store.edits(session_id)}
+    """What became of each round's rewrite: turn index -> proposed/accepted/rejected/undone, or
+    unchanged for a rewrite that is the file itself (stored as proposed: there is nothing to
+    accept or reject, so it would stay "proposed" for ever)."""
+    return {e.turn_idx: "unchanged" if e.status == "proposed" and e.before_sha256 == e.after_sha256 else e.status
+            for e in store.edits(session_id)}
 
 
 # -- diffs -------------------------------------------------------------------------------------

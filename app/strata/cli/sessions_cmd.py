@@ -62,14 +62,14 @@ def sessions_show(session_id: str = typer.Argument(..., metavar="ID", help="Sess
                           "file": t.file_path, "output": t.output, "stop_reason": t.stop_reason,
                           "edit": status.get(t.index),
                           "windows": sum(1 for w in windows if w[0] == t.index)} for t in turns]
-        data["edits"] = [e.__dict__ for e in store.edits(info.id)]
+        data["edits"] = [{**e.__dict__, "status": status.get(e.turn_idx, e.status)} for e in store.edits(info.id)]
         common.print_json(data)
         return
     print(f"session {info.id} ({info.kind}) {info.title or ''}".rstrip())
     print(f"model: {info.model_name} ({info.model_id})")
     print(f"created: {_when(info.created_at)}  updated: {_when(info.updated_at)}")
     if status:
-        counts = {k: list(status.values()).count(k) for k in ("accepted", "rejected", "undone", "proposed")}
+        counts = {k: list(status.values()).count(k) for k in ("accepted", "rejected", "undone", "proposed", "unchanged")}
         print("edits: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
     for t in turns:
         label = f"[{t.file_path}] {t.instruction}" if t.file_path else t.input
