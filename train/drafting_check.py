@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--max-chars", type=int, default=5000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--copy-bias", type=float, default=0.0,
+                    help="decode with strata edit's copy bias (strata edit runs with 2; default 0)")
     args = ap.parse_args()
     models = args.model.split(",")
     gens = {m: Generator.from_path(m, threads=args.threads) for m in models}
@@ -61,11 +63,11 @@ def main() -> None:
                 gen.reset()
                 if args.clock == "cpu":
                     c0 = time.process_time()
-                    tokens, _ = gen.generate(ids, GenerationSettings(max_new=limit, draft=mode))
+                    tokens, _ = gen.generate(ids, GenerationSettings(max_new=limit, draft=mode, copy_bias=args.copy_bias))
                     seconds = time.process_time() - c0 - prefill
                 else:
                     t0 = time.perf_counter()
-                    tokens, _ = gen.generate(ids, GenerationSettings(max_new=limit, draft=mode))
+                    tokens, _ = gen.generate(ids, GenerationSettings(max_new=limit, draft=mode, copy_bias=args.copy_bias))
                     seconds = time.perf_counter() - t0 - gen.last_prefill_s
                 runs.setdefault(mode, []).append((len(tokens) / seconds, tokens))
             off, on = (max(r[0] for r in runs[m_]) for m_ in ("none", "suffix"))
