@@ -1036,6 +1036,7 @@ def test_a_new_definition_with_other_parameters_than_the_instruction_spells_is_r
     ("add `area(r: float = 1.0)`", "def area(r: float = 1.0) -> float:\n    return r\n"),
     ("add a method area(r) to a new class B", "class B:\n    def area(self, r):\n        return r\n"),
     ("add f(*args, **kw) please", "def f(*args, **kw):\n    return 1\n"),
+    ("add `f(x: dict[str, int], y=0)`", "def f(x: dict[str, int], y=0):\n    return y\n"),
     ("add f(x) that calls number_of_walks(G, 3)", "def f(x):\n    return number_of_walks(x, 3)\n"),
     ("add a function g that returns len(x)", "def g(x):\n    return len(x)\n"),
 ])

@@ -386,7 +386,17 @@ _SIGNATURE = re.compile(rf"(?<![\w.])([A-Za-z_]\w*)\(((?:{_PARAM}(?:,{_PARAM})*)
 
 
 def _param_names(text: str) -> list[str]:
-    return [re.match(r"\*{0,2}([A-Za-z_]\w*)", p.strip()).group(1) for p in text.split(",") if p.strip()]
+    """The parameter names of a spelled signature's list, split at the commas outside brackets
+    (`x: dict[str, int], y` is x and y)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text + ",":
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth <= 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [re.match(r"\*{0,2}([A-Za-z_]\w*)", p).group(1) for p in parts if p]
 
 
 def mismatched_signatures(old: str, new: str, instruction: str | None) -> list[str]:
@@ -413,11 +423,8 @@ def mismatched_signatures(old: str, new: str, instruction: str | None) -> list[s
         shapes = []
         for d in added.pop(name):
             a = d.args
-            names = [x.arg for x in a.posonlyargs + a.args]
-            names += [f"{a.vararg.arg}"] if a.vararg else []
-            names += [x.arg for x in a.kwonlyargs]
-            names += [f"{a.kwarg.arg}"] if a.kwarg else []
-            shapes.append(names)
+            shapes.append([x.arg for x in a.posonlyargs + a.args + ([a.vararg] if a.vararg else [])
+                           + a.kwonlyargs + ([a.kwarg] if a.kwarg else [])])
         wrong = [s for s in shapes if not (s == asked or (s[:1] in (["self"], ["cls"]) and s[1:] == asked))]
         if wrong:  # every new definition of the name: a second one with other parameters shadows or is shadowed
             got = " and ".join(f"{name}({', '.join(s)})" for s in shapes)

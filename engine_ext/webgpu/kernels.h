@@ -50,9 +50,10 @@ public:
     // Norm rows at least this wide (the hidden size, not a head) take the norm workgroup size
     // (STRATA_WEBGPU_NORM_WG, default kNormWorkgroup): one workgroup per row, so a 2048 row is 32
     // values a thread at 64 and 8 at 256 (the NVIDIA A/B of 2026-12-05: 256 and 1024 decoded
-    // faster than 64; 256 is within WebGPU's default limits, so every adapter has it). The size depends on the row's width only, never on T, and every
-    // kernel of the norm family (norm, norm_quant, moe_norm, norm_rotary) takes it by the same
-    // rule, so folded and unfolded paths keep the same bits.
+    // faster than 64; 256 is within WebGPU's default limits, so every adapter has it). The size
+    // depends on the row's width only, never on T, and every kernel of the norm family (norm,
+    // norm_quant, moe_norm, norm_rotary) takes it by the same rule, so folded and unfolded paths
+    // keep the same bits.
     static constexpr uint32_t kNormWideRow = 1024;
     static constexpr uint32_t kNormWorkgroup = 256;
 
