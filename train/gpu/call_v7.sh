@@ -7,10 +7,17 @@
 # teacher-forced evaluation in float32 of all three (v6 beside training; the run and the average
 # after it) on the same 200 held-out tasks. Returns at most 8 files: the final checkpoint (bf16
 # parts of at most 15 MB) and its config, the tasks, the logs, the three evaluations.
+# GROW_AFTER=I,J,...: grow the shipped model first (grow.py: new layers after those, the same
+# function) and use that as the base; the tasks then come back inside forced.tgz only.
 . .devtrain/train/gpu/common.sh
 CALL_SECONDS=${CALL_SECONDS:-540}
 TRAIN_END=${TRAIN_END:-$(( T0 + CALL_SECONDS - ${TAIL_SECONDS:-130} ))}
 BASE=$REPO/app/strata/models/strata-tiny
+if [ -n "${GROW_AFTER:-}" ]; then  # a deeper model with the same function first (grow.py; "A larger model from v8")
+  python3 $D/train/grow.py --model $BASE --after $GROW_AFTER --out $W/grown > $W/grow.log 2>&1 || { cat $W/grow.log; exit 2; }
+  tail -1 $W/grow.log
+  BASE=$W/grown
+fi
 forced() {  # $1: model folder, $2: name under $W; teacher-forced, float32
   python3 $D/train/evaluate.py --model $1 --tasks $W/tasks.jsonl.gz --heldout $W/corpus/heldout.jsonl.gz \
       --out $W/$2 --forced --f32 --skip bpb,chat ${EVAL_ARGS:-} > $W/$2.log 2>&1
@@ -22,6 +29,8 @@ start_training --init-from $BASE --loss-on answer --lr ${LR:-7e-4} --warmup ${WA
     --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
 make_tasks
 rm -f $OUT/heldout.jsonl.gz  # 10 MB and one of the 8 files a call returns; the tasks carry their files
+# a grown model's checkpoint is 4 files, not 3: the tasks then come back inside forced.tgz only
+[ -n "${GROW_AFTER:-}" ] && rm -f $OUT/tasks.jsonl.gz
 ( timeout ${BASE_SECONDS:-200} bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}' forced $BASE forced_base" \
       > $W/forced_base.out 2>&1 ) &
 BASE_PID=$!
@@ -42,6 +51,6 @@ for e in forced_base forced_run forced_avg; do  # stopped by its timeout (or fai
   [ -f $W/$e/eval.json ] || echo "$e: no result, $(cat $W/$e/forced_tasks.jsonl 2>/dev/null | wc -l) tasks done ($e.log)"
 done
 tar czf $OUT/forced.tgz -C $W forced_base forced_base.log forced_run forced_run.log forced_avg forced_avg.log \
-    export.log average.log 2>/dev/null
+    export.log average.log tasks.jsonl.gz $( [ -n "${GROW_AFTER:-}" ] && echo grow.log ) 2>/dev/null
 ls -la $OUT
 echo "call ends at $(since)"

@@ -9,7 +9,8 @@
 # the average whose sha256 the call printed, and that this checkout plus .devtrain/ fits the 64 MiB a
 # call sends. Exit 0 only if every check passed. About 7 minutes on 2 busy cores; the call's
 # settings can be overridden from the environment (e.g. CALL_SECONDS on a slower machine);
-# CHECK_ONLY=1 runs only the checks, on what an earlier dry run left in DIR.
+# CHECK_ONLY=1 runs only the checks, on what an earlier dry run left in DIR. With GROW_AFTER (as
+# for the call) the base is grown here too and checked equal to the call's (sha256).
 set -u
 DIR=${1:-/tmp/v7dry}
 [ -f train/gpu/call_v7.sh ] && [ -d app/strata/models/strata-tiny ] || { echo "run from the repository root"; exit 2; }
@@ -35,6 +36,12 @@ check() {  # $1: what; the rest: a command that must succeed
 }
 lines() { zcat -f "$1" 2>/dev/null | wc -l; }
 BASE=app/strata/models/strata-tiny
+if [ -n "${GROW_AFTER:-}" ]; then  # the call grew the base first; grow it here the same way
+  python3 train/grow.py --model $BASE --after $GROW_AFTER --out $DIR/check/grown > $DIR/check/grow.log 2>&1
+  BASE=$DIR/check/grown
+  check "grow: the call's grown base is this one (sha256)" test "$(grep -o 'sha256 [0-9a-f]*' $W/grow.log)" = \
+      "$(grep -o 'sha256 [0-9a-f]*' $DIR/check/grow.log)"
+fi
 check "git ignores .devtrain/" git check-ignore -q .devtrain
 check "build_data: corpus/train.jsonl.gz, corpus/heldout.jsonl.gz" test -s $W/corpus/train.jsonl.gz -a -s $W/corpus/heldout.jsonl.gz
 check "make_rows: rows/rows_0000.npy, rows/marks_0000.npy, rows/producer.json" \
@@ -50,7 +57,7 @@ for e in base run avg; do
 done
 check "the three evaluations ran on the same tasks" bash -c "for e in run avg; do
     diff <(cut -d, -f1,2 $W/forced_base/forced_tasks.jsonl) <(cut -d, -f1,2 $W/forced_\$e/forced_tasks.jsonl) || exit 1; done"
-want="forced_base/eval.json forced_base.log forced_run/eval.json forced_run.log forced_avg/eval.json forced_avg.log export.log average.log"
+want="forced_base/eval.json forced_base.log forced_run/eval.json forced_run.log forced_avg/eval.json forced_avg.log export.log average.log tasks.jsonl.gz"
 check "forced.tgz holds $want" bash -c "t=\$(tar tzf $OUT/forced.tgz) && for f in $want; do grep -qx \"\$f\" <<< \"\$t\" || exit 1; done"
 check "logs_v7.tgz holds train.log, producer.log, run/loss.csv" bash -c \
     "t=\$(tar tzf $OUT/logs_v7.tgz) && grep -qx train.log <<< \"\$t\" && grep -qx producer.log <<< \"\$t\" && grep -qx run/loss.csv <<< \"\$t\""
