@@ -51,11 +51,31 @@ def margins(logits: torch.Tensor, refs: torch.Tensor, copies: torch.Tensor) -> n
     return torch.stack([lt, (has & (c == refs)).to(lt.dtype), masked.max(-1).values, lc], 1).float().cpu().numpy()
 
 
+def rewrite_margins(logits: torch.Tensor, ids: list[int], rewrite: torch.Tensor,
+                    skip=()) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """margins() at a teacher-forced rewrite's positions: logits are the model's over ids[:-1]
+    (one row per position), rewrite marks the positions whose next token belongs to the rewrite;
+    -> (those positions, their copy tokens (rewrite_copies), their margins rows)."""
+    at = torch.nonzero(rewrite)[:, 0]
+    copies = torch.tensor(rewrite_copies(ids, int(at[0]) + 1, skip))[at - int(at[0])]
+    refs = torch.tensor(ids[1:])[at]
+    dev = logits.device
+    return at, copies, margins(logits[at.to(dev)].float(), refs.to(dev), copies.to(dev))
+
+
+def scores(m: np.ndarray, bias: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per margins() row under the bias: the reference token's score and the best score of any
+    other token (the copy token's with the bias added); greedy writes the reference where the
+    first is above the second (ties count as misses)."""
+    ref = m[:, 0] + bias * m[:, 1]
+    rival = np.maximum(m[:, 2], np.where(m[:, 1] > 0, -np.inf, m[:, 3] + bias))
+    return ref, rival
+
+
 def exact_under(m: np.ndarray, bias: float) -> bool:
     """Greedy with the copy bias writes the reference at every one of these positions (ties
     count as misses)."""
-    ref = m[:, 0] + bias * m[:, 1]
-    rival = np.maximum(m[:, 2], np.where(m[:, 1] > 0, -np.inf, m[:, 3] + bias))
+    ref, rival = scores(m, bias)
     return bool((ref > rival).all())
 
 

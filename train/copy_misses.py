@@ -35,18 +35,9 @@ import make_rows  # noqa: E402
 from strata import prompts  # noqa: E402
 
 
-def _scores(m, bias: float):
-    """copy_bias.margins() rows -> (the reference's score, the best other score, the copy token's
-    score) under the bias; a row is missed where the first is not above the second."""
-    import numpy as np
-
-    copy = m[:, 3] + bias
-    return m[:, 0] + bias * m[:, 1], np.maximum(m[:, 2], np.where(m[:, 1] > 0, -np.inf, copy)), copy
-
-
 def misses(m, bias: float) -> list[int]:
     """The rows of copy_bias.margins() that greedy decoding under the bias gets wrong."""
-    ref, rival, _ = _scores(m, bias)
+    ref, rival = copy_bias.scores(m, bias)
     return [i for i in range(len(m)) if ref[i] <= rival[i]]
 
 
@@ -55,7 +46,8 @@ def first_miss_class(m, bias: float) -> tuple[int, str, float] | None:
     its first miss under the bias, None when greedy gets every row."""
     import numpy as np
 
-    ref, rival, copy = _scores(m, bias)
+    ref, rival = copy_bias.scores(m, bias)
+    copy = m[:, 3] + bias
     bad = misses(m, bias)
     if not bad:
         return None
@@ -107,14 +99,13 @@ def main() -> None:
         start = int(torch.nonzero(m > 0)[0])
         note = ""
         if args.copy_bias:
-            at = torch.nonzero(m > 0)[:, 0]
-            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start + 1, skip))[at - start]
-            margins = copy_bias.margins(logits[at], ids[0, 1:][at], copies)
+            at, copies, margins = copy_bias.rewrite_margins(logits, enc.ids, m > 0, skip)
             first = first_miss_class(margins, args.copy_bias)
             wrong = [int(at[i]) for i in misses(margins, args.copy_bias)]
             classes[first[1] if first else "exact"] += 1
             if first:
-                note = f"; first miss: {first[1]} (behind by {first[2]:.2f}), copy token {tok.decode([int(copies[first[0]])]) if copies[first[0]] >= 0 else None!r}"
+                copy = int(copies[first[0]])
+                note = f"; first miss: {first[1]} (behind by {first[2]:.2f}), copy token {tok.decode([copy]) if copy >= 0 else None!r}"
         print(f"== {t['kind']} {t['path']} {t['instruction']!r}: {int((m > 0).sum())} rewrite tokens, {len(wrong)} wrong{note}")
         for w in wrong[:args.show]:
             want, got = enc.ids[w + 1], int(pred[w])

@@ -254,11 +254,7 @@ def eval_forced(model, tokenizer, tasks, device, log, rows_path=None, copy_biase
         rows.append({"kind": t["kind"], "path": t["path"], "exact": exact, "first_wrong": first,
                      "changed_wrong": int(chg.sum() - right[chg].sum()), "changed": int(chg.sum())})
         if copy_biases:
-            at = torch.nonzero(rew)[:, 0]
-            start = int(at[0]) + 1
-            copies = torch.tensor(copy_bias.rewrite_copies(enc.ids, start, skip))[at - int(at[0])]
-            m = copy_bias.margins(logits[at.to(logits.device)].float(), ids[0, 1:][at.to(ids.device)],
-                                  copies.to(logits.device))
+            _, _, m = copy_bias.rewrite_margins(logits, enc.ids, rew, skip)
             ok = [b for b in copy_biases if enc.ids[-1] == eos and copy_bias.exact_under(m, b)]
             rows[-1]["copy_exact"] = ok
             for b in ok:
