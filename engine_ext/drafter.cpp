@@ -177,7 +177,7 @@ Edges::const_iterator edge(const Edges& e, int32_t token) {
 }
 
 void set_edge(Edges& e, int32_t token, int32_t to) {
-    auto it = std::lower_bound(e.begin(), e.end(), std::make_pair(token, INT32_MIN));
+    const auto it = e.begin() + (edge(e, token) - e.cbegin());
     if (it != e.end() && it->first == token) it->second = to;
     else e.insert(it, {token, to});
 }
