@@ -81,13 +81,13 @@ def main(argv=None) -> None:
         after = [int(x) for x in args.after.split(",")]
     except ValueError:
         raise SystemExit(f"--after: a comma list of layer indices, not {args.after!r}")
+    if args.out.resolve() == args.model.resolve():
+        raise SystemExit("--out must be another folder than --model")
     config = json.loads((args.model / "config.json").read_text())
     try:
         weights, cfg = grow(read_weights(args.model), config, after)
     except ValueError as exc:
         raise SystemExit(f"{args.model}: {exc}")
-    if args.out.resolve() == args.model.resolve():
-        raise SystemExit("--out must be another folder than --model")
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("*.safetensors*"):
         old.unlink()
