@@ -9,11 +9,20 @@
 # parts of at most 15 MB) and its config, the tasks, the logs, the three evaluations.
 # GROW_AFTER=I,J,...: grow the shipped model first (grow.py: new layers after those, the same
 # function) and use that as the base; the tasks then come back inside forced.tgz only.
+# PART=1 / PART=2: one run over TWO calls on the same held machine (training is detached and
+# outlives call 1; TRAIN_END must then lie in call 2). Call 1 does everything up to training and the
+# base's evaluation and returns, at its end, the latest periodic checkpoint (a fallback should the
+# machine be lost between the calls) with the tasks; call 2, sent within the machine's idle release,
+# waits for DONE and does the rest as the one-call run does.
 . .devtrain/train/gpu/common.sh
 CALL_SECONDS=${CALL_SECONDS:-540}
 TRAIN_END=${TRAIN_END:-$(( T0 + CALL_SECONDS - ${TAIL_SECONDS:-130} ))}
 BASE=$REPO/app/strata/models/strata-tiny
-if [ -n "${GROW_AFTER:-}" ]; then  # a deeper model with the same function first (grow.py; "A larger model from v8")
+PART=${PART:-0}
+if [ $PART = 2 ]; then  # the second call of a two-call run: training was started by PART=1
+  [ -d $W/run ] || { echo "no training on this machine (a fresh one?)"; exit 3; }
+  [ -n "${GROW_AFTER:-}" ] && BASE=$W/grown
+elif [ -n "${GROW_AFTER:-}" ]; then  # a deeper model with the same function first (grow.py; "A larger model from v8")
   python3 $D/train/grow.py --model $BASE --after $GROW_AFTER --out $W/grown > $W/grow.log 2>&1 || { cat $W/grow.log; exit 2; }
   tail -1 $W/grow.log
   BASE=$W/grown
@@ -23,17 +32,30 @@ forced() {  # $1: model folder, $2: name under $W; teacher-forced, float32
       --out $W/$2 --forced --f32 --skip bpb,chat ${EVAL_ARGS:-} > $W/$2.log 2>&1
   echo "$2: $(tail -1 $W/$2.log)"
 }
-build_data
-start_producer --seed ${ROWS_SEED:-2029} --p-scramble ${P_SCRAMBLE:-0.5} ${ROWS_ARGS:-}
-start_training --init-from $BASE --loss-on answer --lr ${LR:-7e-4} --warmup ${WARMUP:-30} \
-    --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
-make_tasks
-rm -f $OUT/heldout.jsonl.gz  # 10 MB and one of the 8 files a call returns; the tasks carry their files
-# a grown model's checkpoint is 4 files, not 3: the tasks then come back inside forced.tgz only
-[ -n "${GROW_AFTER:-}" ] && rm -f $OUT/tasks.jsonl.gz
-( timeout ${BASE_SECONDS:-200} bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}' forced $BASE forced_base" \
-      > $W/forced_base.out 2>&1 ) &
-BASE_PID=$!
+if [ $PART != 2 ]; then
+  build_data
+  start_producer --seed ${ROWS_SEED:-2029} --p-scramble ${P_SCRAMBLE:-0.5} ${ROWS_ARGS:-}
+  start_training --init-from $BASE --loss-on answer --lr ${LR:-7e-4} --warmup ${WARMUP:-30} \
+      --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
+  make_tasks
+  rm -f $OUT/heldout.jsonl.gz  # 10 MB and one of the 8 files a call returns; the tasks carry their files
+  # a grown model's checkpoint is 4 files, not 3: the tasks then come back inside forced.tgz only
+  [ -n "${GROW_AFTER:-}" ] && rm -f $OUT/tasks.jsonl.gz
+  ( timeout ${BASE_SECONDS:-200} bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}' forced $BASE forced_base" \
+        > $W/forced_base.out 2>&1 ) &
+  BASE_PID=$!
+fi
+if [ $PART = 1 ]; then  # the rest is call 2's; until then, the base's evaluation and a fallback checkpoint
+  wait $BASE_PID 2>/dev/null; cat $W/forced_base.out
+  while [ $(( $(date +%s) - T0 )) -lt $(( CALL_SECONDS - 25 )) ] && kill -0 $(cat $W/train.pid) 2>/dev/null; do sleep 3; done
+  grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+  tail -2 $W/train.log; tail -1 $W/producer.log
+  return_checkpoint
+  cp $W/tasks.jsonl.gz $OUT/
+  pack_logs logs_part1.tgz $( [ -n "${GROW_AFTER:-}" ] && echo grow.log ) forced_base.log forced_base
+  echo "call 1 ends at $(since); training goes on until $(date -d @$TRAIN_END +%T) (now $(date +%T))"
+  exit 0
+fi
 wait_training $(( CALL_SECONDS - 60 ))
 kill $(cat $W/producer.pid) 2>/dev/null
 grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
@@ -46,7 +68,7 @@ if [ -f $W/run/DONE ]; then
   left=$(( CALL_SECONDS - ($(date +%s) - T0) - 15 ))  # timeout 0 would mean no limit: none is run then
   [ $left -gt 0 ] && timeout $left bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'; forced $W/run_hf forced_run & forced $W/avg forced_avg & wait"
 fi
-wait $BASE_PID 2>/dev/null; cat $W/forced_base.out
+[ $PART = 2 ] || { wait $BASE_PID 2>/dev/null; cat $W/forced_base.out; }
 for e in forced_base forced_run forced_avg; do  # stopped by its timeout (or failed): the rows it did are kept
   [ -f $W/$e/eval.json ] || echo "$e: no result, $(cat $W/$e/forced_tasks.jsonl 2>/dev/null | wc -l) tasks done ($e.log)"
 done

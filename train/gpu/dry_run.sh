@@ -24,7 +24,14 @@ if [ -z "${CHECK_ONLY:-}" ]; then  # CHECK_ONLY=1: only the checks, on what an e
   export SEQ=${SEQ:-2048} MAX_CHARS=${MAX_CHARS:-3000} MAX_TOKENS=${MAX_TOKENS:-1e6} WORKERS=${WORKERS:-1}
   export TRAIN_ARGS=${TRAIN_ARGS:---device cpu --batch 1 --crop 512 --warmup 2 --ckpt-every 30}
   export EVAL_ARGS=${EVAL_ARGS:---device cpu --per-kind 1}
-  bash .devtrain/train/gpu/call_v7.sh 2>&1 | tee $OUT/call.txt
+  if [ -n "${TWO_CALLS:-}" ]; then  # PART=1 then PART=2 (a run over two calls); training outlives call 1
+    mkdir -p $DIR/out1
+    TRAIN_END=$(( $(date +%s) + ${CALL1_SECONDS:-240} + 60 )) PART=1 CALL_SECONDS=${CALL1_SECONDS:-240} OUT=$DIR/out1 \
+        bash .devtrain/train/gpu/call_v7.sh 2>&1 | tee $DIR/out1/call.txt
+    PART=2 bash .devtrain/train/gpu/call_v7.sh 2>&1 | tee $OUT/call.txt
+  else
+    bash .devtrain/train/gpu/call_v7.sh 2>&1 | tee $OUT/call.txt
+  fi
 fi
 CALL_END=$(date +%s)
 
@@ -61,6 +68,13 @@ want="forced_base/eval.json forced_base.log forced_run/eval.json forced_run.log 
 check "forced.tgz holds $want" bash -c "t=\$(tar tzf $OUT/forced.tgz) && for f in $want; do grep -qx \"\$f\" <<< \"\$t\" || exit 1; done"
 check "logs_v7.tgz holds train.log, producer.log, run/loss.csv" bash -c \
     "t=\$(tar tzf $OUT/logs_v7.tgz) && grep -qx train.log <<< \"\$t\" && grep -qx producer.log <<< \"\$t\" && grep -qx run/loss.csv <<< \"\$t\""
+if [ -n "${TWO_CALLS:-}" ]; then  # what call 1 returns: a fallback checkpoint and the tasks, within the limits
+  n1=$(find $DIR/out1 -mindepth 1 | wc -l)
+  check "call 1 returns a checkpoint, its config and the tasks ($n1 files, at most 8)" test -s $DIR/out1/ckpt_0.safetensors \
+      -a -s $DIR/out1/config.json -a "$(lines $DIR/out1/tasks.jsonl.gz)" = 200 -a "$n1" -le 8
+  check "call 1's logs_part1.tgz holds train.log and the base's evaluation" bash -c \
+      "t=\$(tar tzf $DIR/out1/logs_part1.tgz) && grep -qx train.log <<< \"\$t\" && grep -qx forced_base/eval.json <<< \"\$t\""
+fi
 n=$(find $OUT -mindepth 1 | wc -l)
 check "\$OUT holds $n files (at most 8, call.txt included), no folders" test "$n" -le 8 -a -z "$(find $OUT -mindepth 1 -not -type f)"
 check "each returned file at most 16 MiB" test -z "$(find $OUT -type f -size +16777216c)"
