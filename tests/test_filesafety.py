@@ -1056,3 +1056,38 @@ def test_a_spelled_signature_is_checked_for_every_parameter_form():
         "the rewrite defines f(x), the instruction asks for f(x, y)"]
     assert mismatched_signatures(WALKS, new, "add `f(y)`") == [
         "the rewrite defines f(x), the instruction asks for f(y)"]
+
+
+RATES = "RATE = 1.5\nLIMIT = 21\nNAME = 'utf-8'\n\n\ndef scaled(n):\n    return n * 1.5\n"
+
+
+def test_a_literal_change_left_undone_is_refused():
+    """v9 wrote a multi-step rewrite that added the asked function and left `1.5` where the
+    instruction said to set `3.0` (2026-12-05, the v9 call's held-out tasks)."""
+    said = "Hey, set `3.0` where it says `1.5`. also add `double(x)` which returns x twice thx"
+    undone = RATES + "\n\ndef double(x):\n    return 2 * x\n"
+    checks = rewrite_checks("rates.py", RATES, undone, said)[0]
+    assert "the rewrite still has 1.5 wherever the original does; the instruction asks for 3.0" in checks
+    done = undone.replace("RATE = 1.5", "RATE = 3.0").replace("n * 1.5", "n * 3.0")
+    assert not any("still has" in w for w in rewrite_checks("rates.py", RATES, done, said)[0])
+
+
+@pytest.mark.parametrize("said, new", [
+    ("make it 42 instead of 21", RATES.replace("21", "42")),
+    ("`'utf-8'` -> `'ascii'`", RATES.replace("'utf-8'", '"ascii"')),  # either quote counts
+    ("change 1.5 to 2", RATES.replace("RATE = 1.5", "RATE = 2")),  # one of two changed: not "undone"
+    ("change 7 to 8", RATES),  # the original has no 7: nothing to leave undone
+    ("rename scaled to grown", RATES.replace("scaled", "grown")),  # no literal asked for
+])
+def test_literal_changes_made_or_not_asked_pass(said, new):
+    from strata.editscope import unchanged_literals
+
+    assert unchanged_literals(RATES, new, said) == []
+
+
+def test_every_undone_literal_pair_is_named():
+    from strata.editscope import unchanged_literals
+
+    assert unchanged_literals(RATES, RATES, "pls make it 42 instead of 21, and change 'utf-8' to 'ascii'") == [
+        "the rewrite still has 21 wherever the original does; the instruction asks for 42",
+        "the rewrite still has 'utf-8' wherever the original does; the instruction asks for 'ascii'"]

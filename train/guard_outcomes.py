@@ -47,7 +47,10 @@ def task_samples(description: str) -> list[tuple[dict, dict]]:
     with gzip.open(args.tasks, "rt", encoding="utf-8") as f:
         by_key = {(t["kind"], t["path"], t["instruction"]): t for t in map(json.loads, f)}
     out = []
-    for line in args.samples.read_text(encoding="utf-8").splitlines():
+    raw = args.samples.read_bytes()
+    if args.samples.suffix == ".gz":  # as kept under train/runs/
+        raw = gzip.decompress(raw)
+    for line in raw.decode("utf-8").splitlines():
         if not line.strip():
             continue
         s = json.loads(line)

@@ -432,6 +432,20 @@ def mismatched_signatures(old: str, new: str, instruction: str | None) -> list[s
     return out
 
 
+def unchanged_literals(old: str, new: str, instruction: str | None) -> list[str]:
+    """One line per literal change the instruction asks for ("set 3.0 where it says 1.5", "change
+    'utf-8' to 'ascii'") that the rewrite left undone: the original has the old literal, the
+    rewrite has it at least as often and the new one no more often than the original did. Any
+    occurrence changed (or the old one gone with a deleted block) counts as done."""
+    out: list[str] = []
+    for was, to in asked_literals(instruction):
+        mask_was, mask_to = _literal_mask({was}), _literal_mask({to})
+        before = len(mask_was.findall(old))
+        if before and len(mask_was.findall(new)) >= before and len(mask_to.findall(new)) <= len(mask_to.findall(old)):
+            out.append(f"the rewrite still has {was} wherever the original does; the instruction asks for {to}")
+    return out
+
+
 def deleted_definition_lines(old: str, instruction: str | None) -> set[int]:
     """The lines (1-based) of the definitions and top-level imports of `old` that the instruction
     asks to delete: it has a delete verb and names them (whole words, maybe in backticks). Empty

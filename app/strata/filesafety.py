@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .editscope import (MAX_NAMED_CHANGES, MAX_NAMED_LINES, asked_renames, asks_to_delete, deleted_definition_lines,
                         missing_imports, mismatched_signatures, undone_deletions, unexplained_changes,
-                        unfinished_renames)
+                        unchanged_literals, unfinished_renames)
 from .errors import EditError
 from .store.atomic import (BACKUP_SUFFIX, TMP_PREFIX, atomic_write_bytes, stale_temp_files,
                            temp_file_pid)
@@ -343,6 +343,7 @@ def rewrite_checks(path: str | os.PathLike, old: str, new: str,
     explained = False  # the instruction asks for mechanical edits that explain every change
     if kind is None or (_parse_error(kind, old) is None and _parse_error(kind, new) is None):
         out += unfinished_renames(old, new, instruction, python=kind == "Python")
+        out += unchanged_literals(old, new, instruction)
         what, extra = unexplained_changes(old, new, instruction, python=kind == "Python")
         explained = bool(what) and not extra
         if extra:
