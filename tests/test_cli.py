@@ -279,7 +279,7 @@ def test_info_reads_checkpoint_metadata(capsys, tmp_path):
     code, out, _ = run(capsys, "info", str(folder))
     assert "params        160 (0.0 M)" in out
     code, out, _ = run(capsys, "info", "strata-tiny")
-    assert "layers        8 (2 linear_attention, 6 full_attention)\n" in out  # not a dict's repr
+    assert "layers        10 (2 linear_attention, 8 full_attention)\n" in out  # not a dict's repr
     code, _, err = run(capsys, "info", str(tmp_path))
     assert code == ExitCode.MODEL and "no config.json" in err
 

@@ -217,7 +217,7 @@ def test_cli_convert_takes_the_bundled_alias(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["convert", "strata-tiny", "tiny.strata"])
     assert r.exit_code == 0, r.output
-    assert pack.is_pack(str(tmp_path / "tiny.strata")) and "8 MoE layers x 16 experts" in r.output
+    assert pack.is_pack(str(tmp_path / "tiny.strata")) and "10 MoE layers x 16 experts" in r.output
 
 
 def test_convert_force_replaces_only_a_pack(ckpt, tmp_path, monkeypatch):

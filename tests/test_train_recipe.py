@@ -218,7 +218,7 @@ def test_training_config_is_the_shipped_model_and_strata_reads_it():
                 "num_attention_heads", "num_key_value_heads", "vocab_size", "eos_token_id"):
         assert cfg[key] == shipped[key], key
     types = cfg["layer_types"]
-    assert types.count("linear_attention") >= 2 and types.count("full_attention") == 6
+    assert types.count("linear_attention") >= 2 and types.count("full_attention") == 8
     assert normalize(read_config_json(folder))["layer_types"] == types
 
 
