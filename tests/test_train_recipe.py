@@ -824,3 +824,20 @@ def test_copy_misses_classes_the_first_miss_under_the_copy_bias():
     # no copy token, another token wins
     assert copy_misses.first_miss_class(rows([1, 0, 3, -inf]), 2)[1] == "model's own error"
     assert copy_misses.misses(rows([5, 1, 4, 5], [3, 0, 2, 2], [1, 0, 3, -inf]), 2) == [1, 2]
+
+
+def test_gate_tasks_are_the_readme_first_command_and_the_demo_turns():
+    """gate_tasks.py (the check every training call runs before a model may ship) must ask
+    exactly what the README's first command asks, and its rewrites must be the right ones."""
+    import gate_tasks
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    first, json_turn, same = gate_tasks.gate_tasks()
+    assert f"strata edit examples/arith.py --instruction '{first['instruction']}'" in readme
+    src = gate_tasks.EXAMPLE.read_text()
+    assert first["original"] == src and first["rewritten"] == src.replace("import os\n", "import math\nimport os\n", 1)
+    assert json_turn["original"] == first["rewritten"]
+    assert json_turn["rewritten"].splitlines()[1:4] == ["import json", "import math", "import os"]
+    assert same["original"] == same["rewritten"] == json_turn["rewritten"]
+    for t in (first, json_turn, same):
+        assert ast.parse(t["rewritten"]) and set(t) >= {"kind", "path", "filename", "original", "instruction", "rewritten"}

@@ -14,6 +14,9 @@
 # base's evaluation and returns, at its end, the latest periodic checkpoint (a fallback should the
 # machine be lost between the calls) with the tasks; call 2, sent within the machine's idle release,
 # waits for DONE and does the rest as the one-call run does.
+# MEAN_WEIGHTS="0.3 ...": more averages than the mean (average.py --weight: the run's share), each
+# evaluated like it. Every model (base, run, the averages) is also checked teacher-forced on the
+# README's own edits (gate_tasks.py): one that gets them wrong must not ship (v9's 0.5 mean did).
 . .devtrain/train/gpu/common.sh
 CALL_SECONDS=${CALL_SECONDS:-540}
 TRAIN_END=${TRAIN_END:-$(( T0 + CALL_SECONDS - ${TAIL_SECONDS:-130} ))}
@@ -27,6 +30,11 @@ elif [ -n "${GROW_AFTER:-}" ]; then  # a deeper model with the same function fir
   tail -1 $W/grow.log
   BASE=$W/grown
 fi
+gate() {  # $1: model folder, $2: name; the README's edits, teacher-forced (the per-kind cap lifted)
+  python3 $D/train/evaluate.py --model $1 --tasks $W/gate.jsonl.gz --heldout $W/gate.jsonl.gz \
+      --out $W/gate/$2 --forced --f32 --skip bpb,chat ${EVAL_ARGS:-} --per-kind 3 > $W/gate/$2.log 2>&1
+  echo "gate $2: $(tail -1 $W/gate/$2.log)"
+}
 forced() {  # $1: model folder, $2: name under $W; teacher-forced, float32
   python3 $D/train/evaluate.py --model $1 --tasks $W/tasks.jsonl.gz --heldout $W/corpus/heldout.jsonl.gz \
       --out $W/$2 --forced --f32 --skip bpb,chat ${EVAL_ARGS:-} > $W/$2.log 2>&1
@@ -39,8 +47,8 @@ if [ $PART != 2 ]; then
       --changed-weight ${CHANGED_WEIGHT:-6} --code-weight ${CODE_WEIGHT:-0.5} ${TRAIN_ARGS:-}
   make_tasks
   rm -f $OUT/heldout.jsonl.gz  # 10 MB and one of the 8 files a call returns; the tasks carry their files
-  # a grown model's checkpoint is 4 files, not 3: the tasks then come back inside forced.tgz only
-  [ -n "${GROW_AFTER:-}" ] && rm -f $OUT/tasks.jsonl.gz
+  # a checkpoint of v9's size (or a grown one) is 4 files: the tasks come back inside forced.tgz only
+  rm -f $OUT/tasks.jsonl.gz
   ( timeout ${BASE_SECONDS:-200} bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}' forced $BASE forced_base" \
         > $W/forced_base.out 2>&1 ) &
   BASE_PID=$!
@@ -65,14 +73,23 @@ pack_logs logs_v7.tgz
 if [ -f $W/run/DONE ]; then
   python3 $D/train/export.py --ckpt $W/run --tok $D/tok --out $W/run_hf > $W/export.log 2>&1 || tail -3 $W/export.log
   python3 $D/train/average.py --a $BASE --b $W/run_hf --out $W/avg 2>&1 | tee $W/average.log
+  extra=""
+  for w in ${MEAN_WEIGHTS:-}; do
+    python3 $D/train/average.py --a $BASE --b $W/run_hf --out $W/avg_w$w --weight $w 2>&1 | tee -a $W/average.log
+    extra="$extra forced $W/avg_w$w forced_avg_w$w &"
+  done
+  mkdir -p $W/gate && python3 $D/train/gate_tasks.py --example $REPO/examples/arith.py --out $W/gate.jsonl.gz
   left=$(( CALL_SECONDS - ($(date +%s) - T0) - 15 ))  # timeout 0 would mean no limit: none is run then
-  [ $left -gt 0 ] && timeout $left bash -c "$(declare -f forced); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'; forced $W/run_hf forced_run & forced $W/avg forced_avg & wait"
+  [ $left -gt 0 ] && timeout $left bash -c "$(declare -f forced gate); D=$D W=$W EVAL_ARGS='${EVAL_ARGS:-}'
+      forced $W/run_hf forced_run & forced $W/avg forced_avg & $extra wait
+      gate $BASE base; gate $W/run_hf run; gate $W/avg avg; for w in ${MEAN_WEIGHTS:-}; do gate $W/avg_w\$w avg_w\$w; done"
 fi
 [ $PART = 2 ] || { wait $BASE_PID 2>/dev/null; cat $W/forced_base.out; }
 for e in forced_base forced_run forced_avg; do  # stopped by its timeout (or failed): the rows it did are kept
   [ -f $W/$e/eval.json ] || echo "$e: no result, $(cat $W/$e/forced_tasks.jsonl 2>/dev/null | wc -l) tasks done ($e.log)"
 done
 tar czf $OUT/forced.tgz -C $W forced_base forced_base.log forced_run forced_run.log forced_avg forced_avg.log \
+    $(for w in ${MEAN_WEIGHTS:-}; do echo forced_avg_w$w forced_avg_w$w.log; done) gate \
     export.log average.log tasks.jsonl.gz $( [ -n "${GROW_AFTER:-}" ] && echo grow.log ) 2>/dev/null
 ls -la $OUT
 echo "call ends at $(since)"

@@ -64,7 +64,14 @@ for e in base run avg; do
 done
 check "the three evaluations ran on the same tasks" bash -c "for e in run avg; do
     diff <(cut -d, -f1,2 $W/forced_base/forced_tasks.jsonl) <(cut -d, -f1,2 $W/forced_\$e/forced_tasks.jsonl) || exit 1; done"
-want="forced_base/eval.json forced_base.log forced_run/eval.json forced_run.log forced_avg/eval.json forced_avg.log export.log average.log tasks.jsonl.gz"
+for e in base run avg $(for w in ${MEAN_WEIGHTS:-}; do echo avg_w$w; done); do
+  check "gate $e: the README's 3 edits evaluated (gate/$e)" test "$(lines $W/gate/$e/forced_tasks.jsonl)" = 3
+done
+for w in ${MEAN_WEIGHTS:-}; do
+  check "evaluate avg_w$w: forced_avg_w$w/eval.json, a row for every task" \
+      test -s $W/forced_avg_w$w/eval.json -a "$(lines $W/forced_avg_w$w/forced_tasks.jsonl)" = "$per"
+done
+want="gate/avg.log forced_base/eval.json forced_base.log forced_run/eval.json forced_run.log forced_avg/eval.json forced_avg.log export.log average.log tasks.jsonl.gz"
 check "forced.tgz holds $want" bash -c "t=\$(tar tzf $OUT/forced.tgz) && for f in $want; do grep -qx \"\$f\" <<< \"\$t\" || exit 1; done"
 check "logs_v7.tgz holds train.log, producer.log, run/loss.csv" bash -c \
     "t=\$(tar tzf $OUT/logs_v7.tgz) && grep -qx train.log <<< \"\$t\" && grep -qx producer.log <<< \"\$t\" && grep -qx run/loss.csv <<< \"\$t\""
@@ -84,7 +91,7 @@ check "returned names only letters, digits, '.', '_', '-'" test -z "$(ls $OUT | 
 # afterwards, as after the GPU call (train/README.md): the returned checkpoint gives the call's average
 python3 train/export.py --ckpt $OUT --tok $BASE --out $DIR/check/run > $DIR/check/export.log 2>&1
 python3 train/average.py --a $BASE --b $DIR/check/run --out $DIR/check/avg > $DIR/check/average.log 2>&1
-printed=$(grep -o 'sha256 [0-9a-f]*' $W/average.log)
+printed=$(grep -o 'sha256 [0-9a-f]*' $W/average.log | head -1)  # the mean (MEAN_WEIGHTS' averages follow)
 check "the returned checkpoint gives the call's average ($printed)" \
     test -n "$printed" -a "$printed" = "$(grep -o 'sha256 [0-9a-f]*' $DIR/check/average.log)"
 sent=$( (git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) )
