@@ -38,19 +38,20 @@ from strata import prompts  # noqa: E402
 def misses(m, bias: float) -> list[int]:
     """The rows of copy_bias.margins() that greedy decoding under the bias gets wrong."""
     ref, rival = copy_bias.scores(m, bias)
-    return [i for i in range(len(m)) if ref[i] <= rival[i]]
+    return (ref <= rival).nonzero()[0].tolist()
 
 
-def first_miss_class(m, bias: float) -> tuple[int, str, float] | None:
+def first_miss_class(m, bias: float, bad: list[int] | None = None) -> tuple[int, str, float] | None:
     """copy_bias.margins() rows of a rewrite -> (row, class, how far the reference is behind) of
-    its first miss under the bias, None when greedy gets every row."""
+    its first miss under the bias, None when greedy gets every row; `bad`: its misses() where the
+    caller has them already."""
     import numpy as np
 
-    ref, rival = copy_bias.scores(m, bias)
-    copy = m[:, 3] + bias
-    bad = misses(m, bias)
+    bad = misses(m, bias) if bad is None else bad
     if not bad:
         return None
+    ref, rival = copy_bias.scores(m, bias)
+    copy = m[:, 3] + bias
     i = bad[0]
     if m[i, 1] > 0:
         return i, "model overrides the copy", float(m[i, 2] - ref[i])
@@ -100,8 +101,9 @@ def main() -> None:
         note = ""
         if args.copy_bias:
             at, copies, margins = copy_bias.rewrite_margins(logits, enc.ids, m > 0, skip)
-            first = first_miss_class(margins, args.copy_bias)
-            wrong = [int(at[i]) for i in misses(margins, args.copy_bias)]
+            bad = misses(margins, args.copy_bias)
+            first = first_miss_class(margins, args.copy_bias, bad)
+            wrong = [int(at[i]) for i in bad]
             classes[first[1] if first else "exact"] += 1
             if first:
                 copy = int(copies[first[0]])

@@ -41,6 +41,8 @@ def grow(weights: dict[str, torch.Tensor], config: dict, after: list[int]) -> tu
     bad = [i for i in after if not 0 <= i < n]
     if bad:
         raise ValueError(f"--after {bad[0]}: the model's layers are 0..{n - 1}")
+    if config.get("mlp_only_layers"):
+        raise ValueError("config.json: mlp_only_layers is not empty; growing such a model is not supported")
     attention = [i for i, t in enumerate(types) if t == "full_attention"]
     if not attention:
         raise ValueError("the model has no full-attention layer to copy")
@@ -64,8 +66,6 @@ def grow(weights: dict[str, torch.Tensor], config: dict, after: list[int]) -> tu
     cfg = dict(config)
     cfg["num_hidden_layers"] = len(order)
     cfg["layer_types"] = ["full_attention" if new else types[src] for src, new in order]
-    if cfg.get("mlp_only_layers"):
-        raise ValueError("config.json: mlp_only_layers is not empty; growing such a model is not supported")
     return out, cfg
 
 

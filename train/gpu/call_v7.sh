@@ -56,7 +56,7 @@ fi
 if [ $PART = 1 ]; then  # the rest is call 2's; until then, the base's evaluation and a fallback checkpoint
   wait $BASE_PID 2>/dev/null; cat $W/forced_base.out
   while [ $(( $(date +%s) - T0 )) -lt $(( CALL_SECONDS - 25 )) ] && kill -0 $(cat $W/train.pid) 2>/dev/null; do sleep 3; done
-  grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+  training_lines
   tail -2 $W/train.log; tail -1 $W/producer.log
   return_checkpoint
   cp $W/tasks.jsonl.gz $OUT/
@@ -66,7 +66,7 @@ if [ $PART = 1 ]; then  # the rest is call 2's; until then, the base's evaluatio
 fi
 wait_training $(( CALL_SECONDS - 60 ))
 kill $(cat $W/producer.pid) 2>/dev/null
-grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+training_lines
 tail -3 $W/train.log; tail -1 $W/producer.log
 return_checkpoint
 pack_logs logs_v7.tgz

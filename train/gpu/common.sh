@@ -51,6 +51,10 @@ wait_training() {  # until DONE, training exits, or $1 seconds into this call
   echo "training done at $(since)"
 }
 
+training_lines() {  # what the training log says about its start (GDN check, memory probe, first steps) and errors
+  grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+}
+
 return_checkpoint() {
   cp $W/run/ckpt_*.safetensors $W/run/config.json $OUT/ 2>/dev/null
 }
@@ -77,7 +81,7 @@ finish_one_call() {  # $1: log archive name. The end of a one-call run (call_v5.
   wait_training $(( CALL_SECONDS - 45 ))
   kill $(cat $W/producer.pid) 2>/dev/null
   grep -E "rare vocabulary" $W/producer.log | cut -c1-400
-  grep -E "gdn:|probe|peak|weights|initialised|step (1|2|10|50) |Error|error" $W/train.log | tail -12
+  training_lines
   tail -3 $W/train.log; tail -1 $W/producer.log
   return_checkpoint
   pack_logs $1
